@@ -1,0 +1,33 @@
+"""akadze: a code-first task queue for Python asyncio services on PostgreSQL."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from akadze.app import Akadze
+from akadze.backoff import BackoffPolicy
+from akadze.context import current
+from akadze.control import request_cancel, requeue
+from akadze.errors import ResultNotJson
+from akadze.job import Job, JobState
+from akadze.outcomes import Cancel, Fail, Retry, Snooze
+from akadze.task import Task
+
+try:
+    __version__ = version("akadze")
+except PackageNotFoundError:  # pragma: no cover (running from a source tree)
+    __version__ = "0.0.0"
+
+__all__ = [
+    "Akadze",
+    "BackoffPolicy",
+    "Cancel",
+    "Fail",
+    "Job",
+    "JobState",
+    "ResultNotJson",
+    "Retry",
+    "Snooze",
+    "Task",
+    "current",
+    "request_cancel",
+    "requeue",
+]

@@ -1,0 +1,311 @@
+"""Akadze: the engine it owns or borrows, the task registry, include/register, hooks, schedules."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar
+from uuid import uuid4
+
+import msgspec
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from akadze.backoff import BackoffPolicy
+from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
+from akadze.db.migrate import migrate as _migrate
+from akadze.db.queries import Queries
+from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
+from akadze.job import Job, JobState
+from akadze.task import EnqueueHook, Task, TaskOptions, check_name
+
+if TYPE_CHECKING:
+    from akadze.schedule import Schedule
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+logger = logging.getLogger("akadze.app")
+
+#: before_run / after_run hook: (job), sync or async
+RunHook: TypeAlias = Callable[[Job], Awaitable[None] | None]
+#: on_transition hook: (connection, job, from_state, to_state), sync or async
+TransitionHook: TypeAlias = Callable[[AsyncConnection, Job, JobState, JobState], Awaitable[None] | None]
+
+_DEFAULT_POOL_SIZE = 5
+_MAX_OVERFLOW = 10
+
+
+@dataclass
+class Hooks:
+    """Four lists of functions; each may be sync or async. Never log arguments or results."""
+
+    on_enqueue: list[EnqueueHook] = field(default_factory=list)
+    before_run: list[RunHook] = field(default_factory=list)
+    after_run: list[RunHook] = field(default_factory=list)
+    on_transition: list[TransitionHook] = field(default_factory=list)
+
+
+def normalize_url(url: str) -> str:
+    """Accept postgresql://, postgres:// and postgresql+asyncpg://; asyncpg is the driver."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(
+            "database_url is not a valid URL; expected postgresql://user:password@host:5432/db"
+        ) from None
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    raise ConfigError(
+        f"database_url uses {parsed.drivername!r}; akadze needs PostgreSQL through asyncpg "
+        "(postgresql:// or postgresql+asyncpg://)"
+    )
+
+
+def create_engine(url: str, *, pool_size: int = _DEFAULT_POOL_SIZE) -> AsyncEngine:
+    """An engine safe behind a pooler in transaction mode: no prepared statement is kept."""
+    return create_async_engine(
+        normalize_url(url),
+        pool_size=pool_size,
+        max_overflow=_MAX_OVERFLOW,
+        json_deserializer=msgspec.json.decode,
+        connect_args={
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": lambda: f"__akadze_{uuid4().hex}__",
+        },
+    )
+
+
+class Akadze:
+    """The application: engine, tasks, hooks and schedules. There is no global instance.
+
+    Args:
+        database_url: the app creates its own engine from it and owns (disposes) it.
+        engine: your own AsyncEngine, shared with the rest of your service; never disposed here.
+        pool_size: size of the pool created from database_url (plus 10 overflow).
+        grace: how late a periodic run may still be put in the queue.
+        retention: finished jobs and schedule runs older than this are deleted by the worker.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        engine: AsyncEngine | None = None,
+        pool_size: int | None = None,
+        grace: timedelta = timedelta(minutes=1),
+        retention: timedelta = timedelta(days=7),
+        max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
+    ) -> None:
+        if (database_url is None) == (engine is None):
+            raise ConfigError("pass exactly one of database_url or engine")
+        if engine is not None and pool_size is not None:
+            raise ConfigError("pool_size applies to the engine created from database_url; "
+                              "size your own engine's pool yourself")
+        if pool_size is not None and (
+            isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1
+        ):
+            raise ConfigError(f"pool_size must be an integer of 1 or more, got {pool_size!r}")
+        for label, value in (("grace", grace), ("retention", retention)):
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise ConfigError(f"{label} must be a positive timedelta, got {value!r}")
+        if grace >= retention:
+            raise ConfigError(
+                f"grace ({grace}) must be shorter than retention ({retention}): schedule runs "
+                "are the record that keeps a fire time from being enqueued twice"
+            )
+        if engine is not None:
+            if not isinstance(engine, AsyncEngine):
+                raise ConfigError(f"engine must be a SQLAlchemy AsyncEngine, got {type(engine).__qualname__}")
+            self._engine = engine
+            self._owns_engine = False
+        else:
+            assert database_url is not None
+            self._engine = create_engine(database_url, pool_size=pool_size or _DEFAULT_POOL_SIZE)
+            self._owns_engine = True
+        self.grace = grace
+        self.retention = retention
+        self.max_args_bytes = max_args_bytes
+        self.hooks = Hooks()
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
+        #: modules included, in order
+        self.included: list[str] = []
+        self._including: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Akadze tasks={len(self.tasks)} engine={self._engine.url.render_as_string()!r}>"
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    @property
+    def owns_engine(self) -> bool:
+        return self._owns_engine
+
+    async def dispose(self) -> None:
+        """Close the engine if the app created it; a borrowed engine is left alone."""
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def __aenter__(self) -> Akadze:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.dispose()
+
+    async def migrate(self) -> list[int]:
+        """Create or upgrade the schema; idempotent and safe from several processes at once."""
+        return await _migrate(self._engine)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def task(
+        self,
+        name: str,
+        *,
+        queue: str = "default",
+        max_attempts: int = 3,
+        timeout: timedelta | None = None,
+        priority: int = 0,
+        backoff: BackoffPolicy | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Declare a task. Example: ``@app.task("mail.send", queue="mail")``."""
+        options = TaskOptions(queue, max_attempts, timeout, priority, backoff)
+        check_name("task", name)
+        if name in self.tasks:
+            raise DuplicateTaskError(name)
+
+        def decorate(fn: Callable[P, R]) -> Task[P, R]:
+            return self._add(fn, name, options)
+
+        return decorate
+
+    def register(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        queue: str = "default",
+        max_attempts: int = 3,
+        timeout: timedelta | None = None,
+        priority: int = 0,
+        backoff: BackoffPolicy | None = None,
+    ) -> Task[P, R]:
+        """Register a plain function (a closure over your dependencies, say) as a task."""
+        check_name("task", name)
+        return self._add(fn, name, TaskOptions(queue, max_attempts, timeout, priority, backoff))
+
+    def _add(self, fn: Callable[P, R], name: str, options: TaskOptions) -> Task[P, R]:
+        if not callable(fn):
+            raise ConfigError(f"task {name!r}: {fn!r} is not callable")
+        if name in self.tasks:
+            raise DuplicateTaskError(name)
+        codec = build_codec(name, fn, max_bytes=self.max_args_bytes)
+        task = Task(self, fn, name, options, codec, self._including)
+        if not task.is_async and options.timeout is not None:
+            logger.warning(
+                "task %r is synchronous and has a timeout: a timeout does not stop its thread; "
+                "the run counts as an error, a retry may start while the old thread still works, "
+                "and that thread no longer counts in slots. Give the task its own deadline.",
+                name,
+            )
+        self.tasks[name] = task
+        return task
+
+    def include(self, module: str) -> None:
+        """Import ``module`` and call its ``register(app)``; including a module twice is a no-op."""
+        if module in self.included:
+            return
+        imported = importlib.import_module(module)
+        register = getattr(imported, "register", None)
+        if register is None or not callable(register):
+            raise MissingRegisterError(module)
+        outer, self._including = self._including, module
+        try:
+            register(self)
+        finally:
+            self._including = outer
+        self.included.append(module)
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise UnknownTaskError(name) from None
+
+    def queues(self) -> list[str]:
+        """Every queue that a registered task uses by default, sorted."""
+        return sorted({task.options.queue for task in self.tasks.values()})
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        async with self._engine.connect() as conn:
+            return await Queries.get_job(conn, job_id)
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        name: str,
+        task: Task[Any, Any],
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        args: dict[str, Any] | None = None,
+        tz: str | None = None,
+    ) -> Schedule:
+        """Run an existing task on a schedule (exactly one of cron or every) with fixed args."""
+        from akadze.schedule import Schedule
+
+        if name in self.schedules:
+            raise ConfigError(f"schedule {name!r} is already registered")
+        if not isinstance(task, Task) or self.tasks.get(task.name) is not task:
+            raise ConfigError(f"schedule {name!r}: {task!r} is not a task of this app")
+        sched = Schedule.create(name, task, cron=cron, every=every, args=args or {}, tz=tz)
+        self.schedules[name] = sched
+        return sched
+
+    def periodic(
+        self,
+        name: str,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        tz: str | None = None,
+        queue: str = "default",
+        max_attempts: int = 3,
+        timeout: timedelta | None = None,
+        priority: int = 0,
+        backoff: BackoffPolicy | None = None,
+    ) -> Callable[[Callable[[], R]], Task[[], R]]:
+        """Declare a task without arguments and its schedule (named like the task) in one step."""
+
+        def decorate(fn: Callable[[], R]) -> Task[[], R]:
+            if inspect.signature(fn).parameters:
+                raise ConfigError(f"periodic task {name!r} must take no arguments")
+            task = self.task(
+                name, queue=queue, max_attempts=max_attempts, timeout=timeout,
+                priority=priority, backoff=backoff,
+            )(fn)
+            try:
+                self.schedule(name, task, cron=cron, every=every, tz=tz)
+            except Exception:
+                del self.tasks[name]
+                raise
+            return task
+
+        return decorate
+
+

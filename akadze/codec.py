@@ -1,0 +1,194 @@
+"""Task arguments and results on the wire.
+
+A task's signature becomes a pydantic-validated TypedDict: arguments are validated at enqueue,
+encoded to JSON by msgspec, and validated again at run (pydantic, JSON mode), so rich types
+(nested models, dataclasses, datetime, UUID, Decimal, enums...) arrive as those types.
+Only the arguments the caller gave are stored: an omitted one takes the worker's current default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NotRequired, Required
+
+import msgspec
+import pydantic
+from pydantic import ConfigDict, TypeAdapter
+from typing_extensions import TypedDict
+
+from akadze.errors import ArgsTooLargeError, ConfigError, ResultNotJson
+
+#: encoded arguments larger than this are refused at enqueue
+DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
+
+_ARGS_CONFIG = ConfigDict(extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, pydantic.BaseModel):
+        return obj.__pydantic_serializer__.to_python(obj, mode="json", by_alias=True)
+    raise NotImplementedError(f"cannot encode {type(obj).__qualname__} as a task argument")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
+_decoder = msgspec.json.Decoder()
+
+
+@dataclass(frozen=True, slots=True)
+class ArgsCodec:
+    """Validation and wire format of one task's arguments."""
+
+    task_name: str
+    signature: inspect.Signature
+    adapter: TypeAdapter[Any]
+    max_bytes: int
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Map a call's positional and keyword arguments to parameter names."""
+        if not args:
+            return dict(kwargs)
+        try:
+            bound = self.signature.bind_partial(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"task {self.task_name!r}: {exc}") from None
+        return dict(bound.arguments)
+
+    def encode(self, kwargs: Mapping[str, Any]) -> str:
+        """Validate (pydantic.ValidationError on bad input) and encode to JSON text."""
+        validated = self.adapter.validate_python(dict(kwargs))
+        return self.encode_validated(validated)
+
+    def encode_validated(self, validated: Mapping[str, Any]) -> str:
+        try:
+            payload = _encoder.encode(validated)
+        except (TypeError, NotImplementedError) as exc:
+            raise TypeError(f"task {self.task_name!r}: {exc}") from None
+        if len(payload) > self.max_bytes:
+            raise ArgsTooLargeError(self.task_name, len(payload), self.max_bytes)
+        if b"\\u0000" in payload:
+            raise ValueError(
+                f"task {self.task_name!r}: an argument contains a NUL character, "
+                "which PostgreSQL cannot store in JSON"
+            )
+        return payload.decode()
+
+    def decode(self, raw: str | bytes) -> dict[str, Any]:
+        """Validate stored JSON back into the declared types (pydantic.ValidationError if not)."""
+        value: dict[str, Any] = self.adapter.validate_json(raw)
+        return value
+
+    @property
+    def fingerprint(self) -> str:
+        return schema_fingerprint(self.adapter.json_schema())
+
+
+def build_codec(
+    task_name: str, fn: Callable[..., Any], *, max_bytes: int = DEFAULT_MAX_ARGS_BYTES
+) -> ArgsCodec:
+    """Build the argument codec from ``fn``'s signature; bad signatures are a ConfigError."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"task {task_name!r}: cannot read the signature: {exc}") from None
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # NameError for unresolved forward references, and others
+        raise ConfigError(
+            f"task {task_name!r}: cannot resolve the type hints ({type(exc).__name__}: {exc}); "
+            "import the types the signature names at module level"
+        ) from None
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigError(
+                f"task {task_name!r}: *args and **kwargs cannot be stored as a job's arguments; "
+                "declare each argument by name"
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ConfigError(
+                f"task {task_name!r}: positional-only parameter {param.name!r} is not supported; "
+                "jobs pass arguments by name"
+            )
+        annotation = hints.get(param.name, Any)
+        wrap = Required if param.default is inspect.Parameter.empty else NotRequired
+        fields[param.name] = wrap[annotation]
+    typed_dict = TypedDict(f"{_identifier(task_name)}_args", fields)  # type: ignore[misc]
+    typed_dict.__pydantic_config__ = _ARGS_CONFIG  # type: ignore[attr-defined]
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(typed_dict)
+    except pydantic.PydanticSchemaGenerationError as exc:
+        raise ConfigError(f"task {task_name!r}: unsupported argument type: {exc}") from None
+    return ArgsCodec(task_name, signature, adapter, max_bytes)
+
+
+def _identifier(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name) or "task"
+
+
+def schema_fingerprint(schema: Mapping[str, Any]) -> str:
+    """A short hash of the wire shape: titles, docs and defaults do not count, order does not."""
+    canonical = _canonical(schema)
+    digest = hashlib.sha256(msgspec.json.encode(canonical, order="sorted")).hexdigest()
+    return digest[:16]
+
+
+_IGNORED_KEYS = frozenset({"title", "description", "default", "examples"})
+
+
+def _canonical(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _canonical(v) for k, v in node.items() if k not in _IGNORED_KEYS}
+        for key in ("required", "enum"):
+            if isinstance(out.get(key), list):
+                out[key] = sorted(out[key], key=lambda v: msgspec.json.encode(v, order="sorted"))
+        for key in ("anyOf", "oneOf"):
+            if isinstance(out.get(key), list):
+                out[key] = sorted(out[key], key=lambda v: msgspec.json.encode(v, order="sorted"))
+        return out
+    if isinstance(node, list):
+        return [_canonical(v) for v in node]
+    return node
+
+
+def encode_result(value: Any) -> str | None:
+    """Encode a task's return value; anything but plain JSON raises ResultNotJson."""
+    if value is None:
+        return None
+    _check_json(value, "$")
+    return _encoder.encode(value).decode()
+
+
+def _check_json(value: Any, path: str) -> None:
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            raise ResultNotJson("non-finite float", path)
+        return
+    if kind is list or kind is tuple:
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]")
+        return
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise ResultNotJson(f"{type(key).__qualname__} key", path)
+            _check_json(item, f"{path}.{key}")
+        return
+    raise ResultNotJson(kind.__qualname__, path)
+
+
+def decode_json(raw: str | bytes | None) -> Any:
+    if raw is None:
+        return None
+    return _decoder.decode(raw)
+
+
+def encode_json(value: Any) -> str:
+    return _encoder.encode(value).decode()

@@ -1,0 +1,83 @@
+"""The context of a run: current(), and complete_tx() to commit writes with the outcome."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.db.queries import Ended, Queries
+from akadze.errors import LostOwnershipError, NotInRunError
+from akadze.job import Job, JobState
+from akadze.outcomes import Completion
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+
+_current: contextvars.ContextVar[RunContext] = contextvars.ContextVar("akadze_run")
+
+
+@dataclass(eq=False)
+class RunContext:
+    """One run of one job. ``job`` is the row as claimed (its ``run`` is the fencing token)."""
+
+    app: Akadze
+    job: Job
+    #: set once complete_tx() committed: the job as written, succeeded
+    completed: Job | None = field(default=None, init=False)
+
+    @asynccontextmanager
+    async def complete_tx(self) -> AsyncIterator[AsyncConnection]:
+        """A connection whose transaction also moves this job to succeeded.
+
+        Your writes and the outcome commit together or not at all. If this run no longer owns
+        the job (another worker rescued it), the block raises LostOwnershipError and your
+        writes roll back. An error inside the block rolls back and counts as the run's error.
+        A cancel or expiry that arrives meanwhile does not stop the block.
+        """
+        if self.completed is not None:
+            raise RuntimeError(f"job {self.job.id}: complete_tx() already committed this run")
+        job = self.job
+        async with self.app.engine.connect() as conn:
+            async with conn.begin():
+                yield conn
+                ended = Ended(
+                    job.id,
+                    job.run,
+                    Completion(JobState.SUCCEEDED, job.attempt, None, cancellable=False),
+                    result=None,
+                    error_at=None,
+                )
+                written = await Queries.complete_batch(conn, [ended])
+                if not written:
+                    raise LostOwnershipError(job.id, job.run)
+                for hook in self.app.hooks.on_transition:
+                    await _call(hook(conn, written[0], JobState.RUNNING, JobState.SUCCEEDED))
+            self.completed = written[0]
+
+
+async def _call(outcome: object) -> None:
+    import inspect
+
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+def current() -> RunContext:
+    """The context of the run this code is part of; NotInRunError outside a run."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise NotInRunError() from None
+
+
+def enter(ctx: RunContext) -> contextvars.Token[RunContext]:
+    return _current.set(ctx)
+
+
+def leave(token: contextvars.Token[RunContext]) -> None:
+    _current.reset(token)

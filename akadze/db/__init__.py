@@ -1,0 +1,1 @@
+"""Database access: the schema, its migrations and every statement akadze runs."""

@@ -1,0 +1,95 @@
+"""Forward-only schema migrations, applied under an advisory lock and recorded in a table."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+#: pg_advisory_xact_lock key: "akadze" as an integer
+LOCK_KEY = 0x616B61647A65
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_BOOTSTRAP = """\
+CREATE TABLE IF NOT EXISTS akadze_schema_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def migrations() -> list[Migration]:
+    """Every shipped migration, in order."""
+    found: list[Migration] = []
+    folder = importlib.resources.files("akadze.db") / "migrations"
+    for entry in folder.iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    return found
+
+
+def render_sql() -> str:
+    """The whole schema as one script, for teams that ship migrations with Alembic or by hand."""
+    parts = [
+        "-- akadze schema: apply in one transaction; each migration records itself.",
+        "BEGIN;",
+        _BOOTSTRAP + ";",
+    ]
+    for m in migrations():
+        parts.append(f"\n-- migration {m.version:04d}_{m.name}\n{m.sql.strip()}")
+        parts.append(
+            "INSERT INTO akadze_schema_migrations (version, name, checksum) "
+            f"VALUES ({m.version}, '{m.name}', '{m.checksum}') ON CONFLICT DO NOTHING;"
+        )
+    parts.append("COMMIT;\n")
+    return "\n".join(parts)
+
+
+async def migrate(engine: AsyncEngine) -> list[int]:
+    """Apply the missing migrations; returns the versions applied (empty when up to date).
+
+    Each migration runs in its own transaction under a transaction-scoped advisory lock, so
+    processes that migrate at once take turns and the later ones find nothing left to do.
+    """
+    applied: list[int] = []
+    for m in migrations():
+        async with engine.begin() as conn:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+            await conn.execute(text(_BOOTSTRAP))
+            done = await conn.scalar(
+                text("SELECT checksum FROM akadze_schema_migrations WHERE version = :v"),
+                {"v": m.version},
+            )
+            if done is not None:
+                continue
+            # a script of many statements: the driver's simple protocol, in this transaction
+            raw = await conn.get_raw_connection()
+            await raw.driver_connection.execute(m.sql)
+            await conn.execute(
+                text(
+                    "INSERT INTO akadze_schema_migrations (version, name, checksum) "
+                    "VALUES (:v, :n, :c)"
+                ),
+                {"v": m.version, "n": m.name, "c": m.checksum},
+            )
+            applied.append(m.version)
+    return applied

@@ -1,0 +1,231 @@
+"""Every statement akadze runs, one method per .sql file; rows become Jobs here.
+
+A method takes either a SQLAlchemy ``AsyncConnection`` (a caller's transaction, or the path
+that runs on_transition hooks) or the raw asyncpg connection under one (the worker's hot path,
+autocommit). Both run the same statement text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.codec import encode_json
+from akadze.db.sql import Statement, statement
+from akadze.db.tables import jobs
+from akadze.job import Job, JobError, JobState
+from akadze.outcomes import Completion
+
+#: a job keeps at most this many error entries, the newest
+MAX_ERRORS = 20
+
+Connection = Any  # AsyncConnection, or the asyncpg.Connection under one (asyncpg is untyped)
+
+
+async def _fetch(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> Sequence[Any]:
+    if isinstance(conn, AsyncConnection):
+        result = await conn.execute(stmt.clause, dict(params))
+        return result.mappings().all() if result.returns_rows else []
+    rows: Sequence[Any] = await conn.fetch(stmt.pg, *[params[name] for name in stmt.params])
+    return rows
+
+
+async def _execute(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> None:
+    if isinstance(conn, AsyncConnection):
+        await conn.execute(stmt.clause, dict(params))
+    else:
+        await conn.execute(stmt.pg, *[params[name] for name in stmt.params])
+
+
+def row_to_job(row: Mapping[str, Any]) -> Job:
+    # JSON columns arrive decoded: SQLAlchemy's asyncpg dialect installs the codec on every
+    # connection of its pool (the raw driver connection included)
+    errors = row["errors"] or []
+    worker_id = row["worker_id"]
+    return Job(
+        id=row["id"],
+        task=row["task"],
+        queue=row["queue"],
+        state=JobState(row["state"]),
+        priority=row["priority"],
+        args=row["args"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        run=row["run"],
+        run_at=row["run_at"],
+        expires_at=row["expires_at"],
+        cancel_requested=row["cancel_requested"],
+        errors=tuple(JobError(e["attempt"], e["at"], e["type"], e["message"]) for e in errors),
+        result=row["result"],
+        worker_id=str(worker_id) if worker_id is not None else None,
+        args_fp=row["args_fp"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NewJobs:
+    """What enqueue writes besides the arguments: the task's options after using(...)."""
+
+    task: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args_fp: str | None
+    run_at: datetime | None
+    delay_s: float
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A run to end: its fencing token, the decided completion and the encoded result."""
+
+    job_id: int
+    run: int
+    completion: Completion
+    result: str | None
+    error_at: str | None
+
+
+class Queries:
+    """Stateless: one async method per statement."""
+
+    @staticmethod
+    async def enqueue(conn: Connection, new: NewJobs, args: str) -> Job:
+        rows = await _fetch(conn, statement("enqueue"), _new_params(new, args))
+        return row_to_job(rows[0])
+
+    @staticmethod
+    async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
+        rows = await _fetch(conn, statement("enqueue_batch"), _new_params(new, list(args)))
+        return [row_to_job(row) for row in rows]
+
+    @staticmethod
+    async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
+        rows = await _fetch(conn, statement("claim"), params)
+        return [row_to_job(row) for row in rows]
+
+    @staticmethod
+    async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Job]:
+        """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
+        params: dict[str, Any] = {
+            "max_errors": MAX_ERRORS,
+            "ids": [e.job_id for e in ended],
+            "runs": [e.run for e in ended],
+            "states": [e.completion.state.value for e in ended],
+            "attempts": [e.completion.attempt for e in ended],
+            "delays": [e.completion.delay_s for e in ended],
+            "results": [e.result for e in ended],
+            "errors": [_error_entry(e) for e in ended],
+            "cancellable": [e.completion.cancellable for e in ended],
+        }
+        rows = await _fetch(conn, statement("complete_batch"), params)
+        return [row_to_job(row) for row in rows]
+
+    @staticmethod
+    async def get_job(conn: Connection, job_id: int) -> Job | None:
+        rows = await _fetch(conn, statement("get_job"), {"id": job_id})
+        return row_to_job(rows[0]) if rows else None
+
+    @staticmethod
+    async def request_cancel(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        rows = await _fetch(conn, statement("request_cancel"), {"id": job_id})
+        return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None
+
+    @staticmethod
+    async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        rows = await _fetch(conn, statement("requeue"), {"id": job_id})
+        return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None
+
+    @staticmethod
+    async def register_worker(
+        conn: Connection,
+        *,
+        worker_id: str,
+        name: str,
+        host: str,
+        pid: int,
+        queues: Sequence[str],
+        slots: int,
+        lost_after_s: float,
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "name": name,
+            "host": host,
+            "pid": pid,
+            "queues": list(queues),
+            "slots": slots,
+            "lost_after_s": lost_after_s,
+        }
+        await _execute(conn, statement("register_worker"), params)
+
+    @staticmethod
+    async def heartbeat(conn: Connection, worker_id: str) -> bool:
+        """False when this worker's row is gone: it was declared lost."""
+        return bool(await _fetch(conn, statement("heartbeat"), {"id": worker_id}))
+
+    @staticmethod
+    async def unregister_worker(conn: Connection, worker_id: str) -> None:
+        await _execute(conn, statement("unregister_worker"), {"id": worker_id})
+
+    @staticmethod
+    async def forget_lost_workers(conn: Connection) -> list[str]:
+        rows = await _fetch(conn, statement("forget_lost_workers"), {})
+        return [str(row["id"]) for row in rows]
+
+    @staticmethod
+    async def find_orphans(conn: Connection, limit: int) -> list[Job]:
+        rows = await _fetch(conn, statement("find_orphans"), {"limit": limit})
+        return [row_to_job(row) for row in rows]
+
+    @staticmethod
+    async def list_jobs(
+        conn: AsyncConnection,
+        *,
+        state: JobState | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        query: Select[Any] = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(jobs.c.state == state.value)
+        if task is not None:
+            query = query.where(jobs.c.task == task)
+        if queue is not None:
+            query = query.where(jobs.c.queue == queue)
+        result = await conn.execute(query)
+        return [row_to_job(row) for row in result.mappings()]
+
+
+def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
+    return {
+        "task": new.task,
+        "queue": new.queue,
+        "priority": new.priority,
+        "args": args,
+        "args_fp": new.args_fp,
+        "max_attempts": new.max_attempts,
+        "run_at": new.run_at,
+        "delay_s": new.delay_s,
+        "expires_at": new.expires_at,
+    }
+
+
+def _error_entry(ended: Ended) -> str | None:
+    c = ended.completion
+    if c.error_type is None:
+        return None
+    return encode_json(
+        {"attempt": c.attempt, "at": ended.error_at, "type": c.error_type, "message": c.error_message or ""}
+    )

@@ -1,0 +1,32 @@
+-- claim: takes up to :limit ready jobs of the given queues, highest priority first, then
+-- run_at, then id; relies on akadze_jobs_claim_idx (one ordered index scan per queue, in the
+-- index's own order, so statistics cannot flip the plan); SKIP LOCKED, so claimers never wait.
+-- A job cancelled or expired before it starts ends cancelled here without running.
+-- The run counter grows at every claim and fences every later write of this run.
+WITH picked AS (
+    SELECT p.id
+    FROM unnest(CAST(:queues AS text[])) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT j.id, j.priority, j.run_at
+        FROM akadze_jobs AS j
+        WHERE j.state = 'queued'
+            AND j.queue = q.name
+            AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    ) AS p
+    ORDER BY p.priority DESC, p.run_at, p.id
+    LIMIT :limit
+)
+UPDATE akadze_jobs AS j
+SET
+    state = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN 'cancelled' ELSE 'running' END,
+    attempt = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.attempt ELSE j.attempt + 1 END,
+    run = j.run + 1,
+    worker_id = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN NULL ELSE CAST(:worker_id AS uuid) END,
+    started_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.started_at ELSE now() END,
+    finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.*

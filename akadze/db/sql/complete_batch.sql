@@ -1,0 +1,48 @@
+-- complete_batch: ends many runs in one statement. Each row applies only while its
+-- (id, run) still owns a running job: a rescued or re-claimed job is left alone (fencing).
+-- A cancel request or expiry on the locked row turns a cancellable outcome into cancelled
+-- and gives the attempt back (spec: a running job that raises after a cancel ends cancelled).
+UPDATE akadze_jobs AS j
+SET
+    state = CASE
+        WHEN c.cancellable AND (j.cancel_requested OR j.expires_at <= now()) THEN 'cancelled'
+        ELSE c.state
+    END,
+    attempt = CASE
+        WHEN c.cancellable AND (j.cancel_requested OR j.expires_at <= now()) THEN greatest(j.attempt - 1, 0)
+        ELSE c.attempt
+    END,
+    run_at = CASE
+        WHEN c.cancellable AND (j.cancel_requested OR j.expires_at <= now()) THEN j.run_at
+        WHEN c.state = 'queued' THEN now() + make_interval(secs => c.delay_s)
+        ELSE j.run_at
+    END,
+    finished_at = CASE
+        WHEN c.cancellable AND (j.cancel_requested OR j.expires_at <= now()) THEN now()
+        WHEN c.state = 'queued' THEN NULL
+        ELSE now()
+    END,
+    result = c.result,
+    errors = CASE
+        WHEN c.error IS NULL THEN j.errors
+        ELSE (
+            SELECT COALESCE(jsonb_agg(e.value ORDER BY e.n), '[]')
+            FROM jsonb_array_elements(j.errors || jsonb_build_array(c.error)) WITH ORDINALITY AS e(value, n)
+            WHERE e.n > jsonb_array_length(j.errors) + 1 - :max_errors
+        )
+    END,
+    worker_id = NULL
+FROM unnest(
+    CAST(:ids AS bigint[]),
+    CAST(:runs AS integer[]),
+    CAST(:states AS text[]),
+    CAST(:attempts AS integer[]),
+    CAST(:delays AS double precision[]),
+    CAST(:results AS jsonb[]),
+    CAST(:errors AS jsonb[]),
+    CAST(:cancellable AS boolean[])
+) AS c(id, run, state, attempt, delay_s, result, error, cancellable)
+WHERE j.id = c.id
+    AND j.run = c.run
+    AND j.state = 'running'
+RETURNING j.*

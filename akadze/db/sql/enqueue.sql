@@ -1,0 +1,20 @@
+-- enqueue: inserts one job; a job that is ready now wakes listening workers at commit.
+-- Runs in the caller's transaction when there is one. One round trip.
+WITH job AS (
+    INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts, run_at, expires_at)
+    VALUES (
+        :task,
+        :queue,
+        :priority,
+        CAST(:args AS jsonb),
+        :args_fp,
+        :max_attempts,
+        COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
+        CAST(:expires_at AS timestamptz)
+    )
+    RETURNING *
+)
+SELECT
+    job.*,
+    (SELECT pg_notify('akadze_jobs', job.queue) WHERE job.run_at <= now()) AS notified
+FROM job

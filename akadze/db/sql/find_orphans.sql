@@ -1,0 +1,9 @@
+-- find_orphans: running jobs whose worker is gone; SKIP LOCKED, so a rescue never waits on a
+-- row that a stalled run has locked. Relies on akadze_jobs_running_idx.
+SELECT j.*
+FROM akadze_jobs AS j
+WHERE j.state = 'running'
+    AND NOT EXISTS (SELECT 1 FROM akadze_workers AS w WHERE w.id = j.worker_id)
+ORDER BY j.id
+LIMIT :limit
+FOR UPDATE OF j SKIP LOCKED

@@ -1,0 +1,68 @@
+"""SQLAlchemy Core tables for the statements composed at run time (the jobs listing).
+
+The schema itself is defined by db/migrations; a test checks that these match it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+
+metadata = MetaData()
+
+# JSON columns are read as text and decoded by msgspec, as on the hot path.
+jobs = Table(
+    "akadze_jobs",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("task", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("args", JSONB(none_as_null=True), nullable=False),
+    Column("args_fp", Text),
+    Column("attempt", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("run", Integer, nullable=False),
+    Column("run_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("expires_at", TIMESTAMP(timezone=True)),
+    Column("cancel_requested", Boolean, nullable=False),
+    Column("errors", JSONB, nullable=False),
+    Column("result", JSONB),
+    Column("worker_id", UUID(as_uuid=False)),
+    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("started_at", TIMESTAMP(timezone=True)),
+    Column("finished_at", TIMESTAMP(timezone=True)),
+)
+
+workers = Table(
+    "akadze_workers",
+    metadata,
+    Column("id", UUID(as_uuid=False), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", ARRAY(Text), nullable=False),
+    Column("slots", Integer, nullable=False),
+    Column("lost_after_s", Double, nullable=False),
+    Column("started_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("heartbeat_at", TIMESTAMP(timezone=True), nullable=False),
+)
+
+schedule_runs = Table(
+    "akadze_schedule_runs",
+    metadata,
+    Column("schedule", Text, primary_key=True),
+    Column("fire_at", TIMESTAMP(timezone=True), primary_key=True),
+    Column("job_id", BigInteger),
+    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+)

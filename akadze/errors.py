@@ -1,0 +1,85 @@
+"""Library errors. Outcomes raised by task code (Retry, Snooze, Fail, Cancel) live in outcomes.py.
+
+AkadzeError
+├── ConfigError (ValueError)            bad Akadze(...) or task options
+├── DuplicateTaskError (ValueError)     a task name registered twice
+├── MissingRegisterError (ImportError)  app.include() on a module without register(app)
+├── UnknownTaskError (LookupError)      a job names a task this app does not know
+├── NotInRunError (RuntimeError)        current() outside a run
+├── LostOwnershipError                  complete_tx() after the job was rescued
+├── ArgsTooLargeError (ValueError)      encoded arguments over the size limit
+├── ResultNotJson (TypeError)           a task returned a value that is not JSON
+└── DatabaseUnavailableError            the database cannot be reached
+"""
+
+from __future__ import annotations
+
+
+class AkadzeError(Exception):
+    """Base of every error the library raises (not of task outcomes)."""
+
+
+class ConfigError(AkadzeError, ValueError):
+    """Bad configuration: the message says which value and how to fix it."""
+
+
+class DuplicateTaskError(AkadzeError, ValueError):
+    def __init__(self, task_name: str) -> None:
+        self.task_name = task_name
+        super().__init__(f"task {task_name!r} is already registered")
+
+
+class MissingRegisterError(AkadzeError, ImportError):
+    def __init__(self, module: str) -> None:
+        self.module = module
+        super().__init__(f"module {module!r} has no register(app) function")
+
+
+class UnknownTaskError(AkadzeError, LookupError):
+    def __init__(self, task_name: str) -> None:
+        self.task_name = task_name
+        super().__init__(f"no task named {task_name!r} is registered in this app")
+
+
+class NotInRunError(AkadzeError, RuntimeError):
+    def __init__(self) -> None:
+        super().__init__("current() is only available inside a running task")
+
+
+class LostOwnershipError(AkadzeError):
+    """The run no longer owns its job: another worker rescued it. Writes were rolled back."""
+
+    def __init__(self, job_id: int, run: int) -> None:
+        self.job_id = job_id
+        self.run = run
+        super().__init__(
+            f"job {job_id} is no longer owned by this run (run {run}): "
+            "it was rescued by another worker; the writes of this block were rolled back"
+        )
+
+
+class ArgsTooLargeError(AkadzeError, ValueError):
+    def __init__(self, task_name: str, size: int, limit: int) -> None:
+        self.task_name = task_name
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"arguments of task {task_name!r} encode to {size} bytes, over the limit of {limit}; "
+            "store large payloads elsewhere and pass a reference"
+        )
+
+
+class ResultNotJson(AkadzeError, TypeError):
+    """A task returned a value that is not plain JSON; the run counts as an error."""
+
+    def __init__(self, type_name: str, path: str = "$") -> None:
+        self.type_name = type_name
+        self.path = path
+        super().__init__(
+            f"task result is not JSON: {type_name} at {path} "
+            "(return dict, list, str, int, float, bool or None)"
+        )
+
+
+class DatabaseUnavailableError(AkadzeError):
+    """The database could not be reached."""

@@ -1,0 +1,267 @@
+"""Task: a registered function with its options, and enqueue / enqueue_many / using(...)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from akadze.backoff import BackoffPolicy
+from akadze.codec import ArgsCodec
+from akadze.db.queries import NewJobs, Queries
+from akadze.errors import ConfigError
+from akadze.job import Job
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: what session= accepts: the caller's transaction
+Session: TypeAlias = AsyncConnection | AsyncSession
+#: on_enqueue hook: (connection, job), sync or async
+EnqueueHook: TypeAlias = Callable[[AsyncConnection, Job], Awaitable[None] | None]
+
+#: longest task or queue name
+MAX_NAME_LENGTH = 200
+
+
+def check_name(kind: str, name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{kind} name must be a non-empty string, got {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if "\x00" in name:
+        raise ConfigError(f"{kind} name {name!r} contains a NUL character")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    queue: str = "default"
+    max_attempts: int = 3
+    timeout: timedelta | None = None
+    priority: int = 0
+    backoff: BackoffPolicy | None = None
+
+    def __post_init__(self) -> None:
+        check_name("queue", self.queue)
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ConfigError(f"max_attempts must be an integer of 1 or more, got {self.max_attempts!r}")
+        if self.timeout is not None and (
+            not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
+        ):
+            raise ConfigError(f"timeout must be a positive timedelta or None, got {self.timeout!r}")
+        _check_priority(self.priority)
+        if self.backoff is not None and (
+            not callable(self.backoff) or inspect.iscoroutinefunction(self.backoff)
+        ):
+            raise ConfigError("backoff must be a plain (not async) function attempt -> timedelta")
+
+
+def _check_priority(priority: object) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+        raise ConfigError(f"priority must be a 32-bit integer, got {priority!r}")
+
+
+class Task(Generic[P, R]):
+    """A registered task. Call it to run the function in-process; enqueue it to make a job.
+
+    ``enqueue`` is typed with the function's parameters, so mypy rejects a wrong argument
+    name or type.
+    """
+
+    def __init__(
+        self,
+        app: Akadze,
+        fn: Callable[P, R],
+        name: str,
+        options: TaskOptions,
+        codec: ArgsCodec,
+        module: str | None,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.options = options
+        self.codec = codec
+        #: the included module that registered this task (None outside include())
+        self.module = module
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 (async callable instances)
+        )
+        self.args_fp = codec.fingerprint
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name!r} queue={self.options.queue!r}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def queue(self) -> str:
+        return self.options.queue
+
+    def using(
+        self,
+        *,
+        session: Session | None = None,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> TaskCall[P, R]:
+        """Options for the jobs enqueued next; ``session`` joins the caller's transaction."""
+        return TaskCall(self, Placement(self.app.engine)).using(
+            session=session,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            expires_at=expires_at,
+        )
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Validate the arguments and insert one job (pydantic.ValidationError if invalid)."""
+        return await TaskCall(self, Placement(self.app.engine)).enqueue(*args, **kwargs)
+
+    async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
+        return await TaskCall(self, Placement(self.app.engine)).enqueue_many(items)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where and when the next jobs go: the options of using(...)."""
+
+    engine: AsyncEngine | None
+    session: Session | None = None
+    delay: timedelta | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    queue: str | None = None
+    expires_at: datetime | None = None
+
+    def merged(self, **options: Any) -> Placement:
+        changes = {key: value for key, value in options.items() if value is not None}
+        placement = replace(self, **changes)
+        placement.check()
+        return placement
+
+    def check(self) -> None:
+        if self.session is not None and not isinstance(self.session, AsyncConnection | AsyncSession):
+            raise ConfigError(
+                "session must be a SQLAlchemy AsyncConnection or AsyncSession, "
+                f"got {type(self.session).__qualname__}"
+            )
+        if self.delay is not None:
+            if not isinstance(self.delay, timedelta):
+                raise ConfigError(f"delay must be a timedelta, got {self.delay!r}")
+            if self.delay < timedelta(0):
+                raise ConfigError(f"delay must not be negative, got {self.delay}")
+        if self.delay is not None and self.run_at is not None:
+            raise ConfigError("pass delay or run_at, not both")
+        for label, moment in (("run_at", self.run_at), ("expires_at", self.expires_at)):
+            if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+                raise ConfigError(f"{label} must be a timezone-aware datetime, got {moment!r}")
+        if self.priority is not None:
+            _check_priority(self.priority)
+        if self.queue is not None:
+            check_name("queue", self.queue)
+
+    def new_jobs(
+        self, task: str, *, queue: str, priority: int, max_attempts: int, args_fp: str | None
+    ) -> NewJobs:
+        return NewJobs(
+            task=task,
+            queue=self.queue or queue,
+            priority=self.priority if self.priority is not None else priority,
+            max_attempts=max_attempts,
+            args_fp=args_fp,
+            run_at=self.run_at,
+            delay_s=self.delay.total_seconds() if self.delay is not None else 0.0,
+            expires_at=self.expires_at,
+        )
+
+
+class TaskCall(Generic[P, R]):
+    """What ``task.using(...)`` returns: the same enqueue and enqueue_many, with options."""
+
+    def __init__(self, task: Task[P, R], placement: Placement) -> None:
+        self.task = task
+        self.placement = placement
+
+    def using(self, **options: Any) -> TaskCall[P, R]:
+        return TaskCall(self.task, self.placement.merged(**options))
+
+    def _new_jobs(self) -> NewJobs:
+        task = self.task
+        return self.placement.new_jobs(
+            task.name,
+            queue=task.options.queue,
+            priority=task.options.priority,
+            max_attempts=task.options.max_attempts,
+            args_fp=task.args_fp,
+        )
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        codec = self.task.codec
+        payload = codec.encode(codec.bind(args, kwargs))
+        jobs = await insert_jobs(
+            self.placement, self._new_jobs(), [payload], self.task.app.hooks.on_enqueue
+        )
+        return jobs[0]
+
+    async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
+        codec = self.task.codec
+        payloads = [codec.encode(item) for item in items]
+        if not payloads:
+            return []
+        return await insert_jobs(
+            self.placement, self._new_jobs(), payloads, self.task.app.hooks.on_enqueue
+        )
+
+
+async def insert_jobs(
+    placement: Placement,
+    new: NewJobs,
+    payloads: Sequence[str],
+    hooks: Sequence[EnqueueHook] = (),
+) -> list[Job]:
+    """Insert jobs whose arguments are already encoded: one statement, one round trip.
+
+    With a session, in the caller's transaction; otherwise in its own (autocommit when no
+    on_enqueue hook needs a transaction). Generated producer clients use this too.
+    """
+    session = placement.session
+    if session is not None:
+        conn = await session.connection() if isinstance(session, AsyncSession) else session
+        return await _insert(conn, new, payloads, hooks)
+    if placement.engine is None:
+        raise ConfigError("no database: pass session= or configure an engine")
+    if hooks:
+        async with placement.engine.begin() as conn:
+            return await _insert(conn, new, payloads, hooks)
+    async with placement.engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        # autocommit on the driver connection: one statement, one round trip, no BEGIN/COMMIT
+        return await _insert(raw.driver_connection, new, payloads, ())
+
+
+async def _insert(conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]) -> list[Job]:
+    if len(payloads) == 1:
+        jobs = [await Queries.enqueue(conn, new, payloads[0])]
+    else:
+        jobs = await Queries.enqueue_batch(conn, new, payloads)
+    for job in jobs:
+        for hook in hooks:
+            outcome = hook(conn, job)
+            if inspect.isawaitable(outcome):
+                await outcome
+    return jobs
