@@ -129,7 +129,7 @@ def stop(pgdata: Path | None = None) -> None:
     with _locked(pgdata):
         postmaster = _read_postmaster(pgdata)
         if postmaster is not None and postmaster.pid and _process_state(postmaster.pid) == "zombie":
-            _remove_stale_postmaster_pid(pgdata, postmaster.pid)
+            _remove_zombie_locks(pgdata, postmaster)
         elif postmaster is not None and _process_state(postmaster.pid) != "dead":
             result = runner.run(
                 ["pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-m", "fast", "stop"]
@@ -535,11 +535,9 @@ def _wait_for_settled(pgdata: Path, bindir: Path) -> str | None:
         if state is _State.ABSENT:
             return None  # a stale postmaster.pid of a dead process is removed by postgres itself
         if state is _State.ZOMBIE:
-            # postgres would take a zombie's pid for a live postmaster and refuse to start; the
-            # shared memory interlock still guards against its orphaned backends.
             postmaster = _read_postmaster(pgdata)
             if postmaster is not None:
-                _remove_stale_postmaster_pid(pgdata, postmaster.pid)
+                _remove_zombie_locks(pgdata, postmaster)
             return None
         if time.monotonic() > deadline:
             raise EmbeddedPostgresError(
@@ -549,8 +547,22 @@ def _wait_for_settled(pgdata: Path, bindir: Path) -> str | None:
         time.sleep(0.1)
 
 
-def _remove_stale_postmaster_pid(pgdata: Path, pid: int) -> None:
-    logger.info("removing postmaster.pid of exited PostgreSQL (pid %s) in %s", pid, pgdata)
+def _remove_zombie_locks(pgdata: Path, postmaster: _Postmaster) -> None:
+    # postgres would take the zombie's pid, found in postmaster.pid and in the socket's lock
+    # file, for a live postmaster and refuse to start until the zombie is reaped (seconds, or
+    # never under a PID 1 that does not reap). The shared memory interlock still guards
+    # against orphaned backends.
+    logger.info("removing lock files of exited PostgreSQL (pid %s) in %s", postmaster.pid, pgdata)
+    listed = (entry.strip() for entry in postmaster.socket_dir.split(","))
+    socket_dirs = {_socket_dir(pgdata), *(Path(entry) for entry in listed if entry)}
+    for socket_dir in socket_dirs:
+        for lock in socket_dir.glob(".s.PGSQL.*.lock"):
+            try:
+                if lock.read_text().split()[:1] == [str(postmaster.pid)]:
+                    lock.with_suffix("").unlink(missing_ok=True)
+                    lock.unlink()
+            except OSError:
+                pass
     (pgdata / "postmaster.pid").unlink(missing_ok=True)
 
 
