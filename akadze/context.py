@@ -50,7 +50,6 @@ class RunContext:
                     job.run,
                     Completion(JobState.SUCCEEDED, job.attempt, None, cancellable=False),
                     result=None,
-                    error_at=None,
                 )
                 written = await Queries.complete_batch(conn, [ended])
                 if not written:

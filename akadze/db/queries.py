@@ -86,13 +86,14 @@ class NewJobs:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """A run to end: its fencing token, the decided completion and the encoded result."""
+    """A run to end: its fencing token, the decided completion and the encoded result.
+
+    The error entry's ``at`` is the database's clock at write time."""
 
     job_id: int
     run: int
     completion: Completion
     result: str | None
-    error_at: str | None
 
 
 class Queries:
@@ -130,6 +131,10 @@ class Queries:
         }
         rows = await _fetch(conn, statement("complete_batch"), params)
         return [row_to_job(row) for row in rows]
+
+    @staticmethod
+    async def set_result(conn: Connection, job_id: int, run: int, result: str) -> None:
+        await _execute(conn, statement("set_result"), {"id": job_id, "run": run, "result": result})
 
     @staticmethod
     async def get_job(conn: Connection, job_id: int) -> Job | None:
@@ -227,5 +232,5 @@ def _error_entry(ended: Ended) -> str | None:
     if c.error_type is None:
         return None
     return encode_json(
-        {"attempt": c.attempt, "at": ended.error_at, "type": c.error_type, "message": c.error_message or ""}
+        {"attempt": c.attempt, "type": c.error_type, "message": c.error_message or ""}
     )

@@ -27,7 +27,7 @@ SET
         WHEN c.error IS NULL THEN j.errors
         ELSE (
             SELECT COALESCE(jsonb_agg(e.value ORDER BY e.n), '[]')
-            FROM jsonb_array_elements(j.errors || jsonb_build_array(c.error)) WITH ORDINALITY AS e(value, n)
+            FROM jsonb_array_elements(j.errors || jsonb_build_array(c.error || jsonb_build_object('at', now()))) WITH ORDINALITY AS e(value, n)
             WHERE e.n > jsonb_array_length(j.errors) + 1 - :max_errors
         )
     END,

@@ -1,0 +1,373 @@
+"""Worker: claims jobs of its queues into free slots, runs them, and records every outcome.
+
+Composition: a fetch loop on the event loop (one claim statement for all free slots), the
+executor per job, a completer that batches outcomes, a heartbeat thread, the listener, and
+maintenance services (rescue of lost workers; schedules and pruning when present).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.db.errors import is_transient
+from akadze.db.queries import Queries
+from akadze.job import Job, JobState
+from akadze.worker.completer import Completer
+from akadze.worker.connection import HeldConnection
+from akadze.worker.executor import RunOutcome, execute
+from akadze.worker.heartbeat import Heartbeat
+from akadze.worker.listener import Listener
+from akadze.worker.rescuer import rescue_lost
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+
+logger = logging.getLogger("akadze.worker")
+
+_SOON = timedelta(milliseconds=50)
+
+#: a maintenance service: runs beside the fetch loop until cancelled
+Service = Callable[["Worker"], Awaitable[None]]
+
+
+def _seconds(value: timedelta, label: str) -> float:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise ValueError(f"{label} must be a positive timedelta, got {value!r}")
+    return value.total_seconds()
+
+
+class Worker:
+    """Serves the app's jobs.
+
+    Args:
+        app: the application whose tasks this worker runs.
+        queues: the queues to take jobs from; None means every queue of the app's tasks.
+        slots: how many jobs run at once.
+        poll_interval: how often to look for ready jobs when no notification came.
+        heartbeat_interval / lost_after: liveness; others rescue this worker's jobs once its
+            heartbeat is older than ``lost_after``.
+        shutdown_timeout: on a graceful stop, how long running jobs may take to finish
+            before they are interrupted and put back to queued (no attempt spent).
+        listen: use LISTEN/NOTIFY for wake-ups (polling always runs too).
+    """
+
+    def __init__(
+        self,
+        app: Akadze,
+        *,
+        queues: Sequence[str] | None = None,
+        slots: int = 10,
+        poll_interval: timedelta = timedelta(seconds=1),
+        heartbeat_interval: timedelta = timedelta(seconds=5),
+        lost_after: timedelta = timedelta(seconds=30),
+        shutdown_timeout: timedelta = timedelta(seconds=30),
+        rescue_interval: timedelta | None = None,
+        listen: bool = True,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be an integer of 1 or more, got {slots!r}")
+        self.app = app
+        if queues is not None and isinstance(queues, str):
+            queues = [queues]
+        self.queues = sorted(set(queues)) if queues else app.queues()
+        if not self.queues:
+            raise ValueError("no queues to serve: the app has no tasks and no queues were given")
+        self.slots = slots
+        self.poll_interval_s = _seconds(poll_interval, "poll_interval")
+        self.heartbeat_interval_s = _seconds(heartbeat_interval, "heartbeat_interval")
+        self.lost_after_s = _seconds(lost_after, "lost_after")
+        if self.heartbeat_interval_s * 3 > self.lost_after_s:
+            raise ValueError("heartbeat_interval must be at most a third of lost_after")
+        self.shutdown_timeout_s = shutdown_timeout.total_seconds()
+        self.rescue_interval_s = (
+            _seconds(rescue_interval, "rescue_interval") if rescue_interval else self.lost_after_s / 2
+        )
+        self.listen = listen
+        self.id = str(uuid4())
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        #: how many runs this worker finished (any outcome)
+        self.runs = 0
+        #: services started beside the fetch loop; the rescuer is always one
+        self.services: list[Service] = [_rescue_service, *extra_services]
+
+        self._running: dict[int, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._hint = True
+        self._stopping = False
+        self._stop_now = False
+        self._stopped = asyncio.Event()
+        self._drift_seen: set[tuple[str, str]] = set()
+        self._durations: dict[int, float] = {}
+        self._claim = HeldConnection(app.engine)
+        self._heartbeat: Heartbeat | None = None
+        self._completer: Completer | None = None
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self, *, now: bool = False) -> None:
+        """Graceful stop: claim nothing more, let running jobs finish (up to shutdown_timeout),
+        put back the rest. A second call (or ``now=True``) stops waiting."""
+        if self._stopping:
+            now = True
+        self._stopping = True
+        self._stop_now = self._stop_now or now
+        self._stopped.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """There may be ready jobs: claim as soon as slots allow."""
+        self._hint = True
+        self._wake.set()
+
+    @property
+    def healthy(self) -> bool:
+        return self._heartbeat is None or self._heartbeat.healthy
+
+    # -- run -------------------------------------------------------------------------------
+
+    async def run(self, *, burst: bool = False, handle_signals: bool = True) -> int:
+        """Serve until stop() or SIGTERM/SIGINT; with ``burst``, until no ready job is left.
+
+        Returns the number of runs.
+        """
+        loop = asyncio.get_running_loop()
+        restore = self._install_signals(loop) if handle_signals else []
+        await Queries.register_worker(
+            await self._claim.raw(),
+            worker_id=self.id, name=self.name, host=socket.gethostname(), pid=os.getpid(),
+            queues=self.queues, slots=self.slots, lost_after_s=self.lost_after_s,
+        )
+        self._heartbeat = Heartbeat(
+            self.app.engine.url,
+            worker_id=self.id, name=self.name, host=socket.gethostname(), pid=os.getpid(),
+            queues=self.queues, slots=self.slots,
+            interval_s=self.heartbeat_interval_s, lost_after_s=self.lost_after_s,
+        )
+        self._heartbeat.start()
+        on_transition = self._call_transition_hooks if self.app.hooks.on_transition else None
+        self._completer = Completer(
+            HeldConnection(self.app.engine), on_written=self._written, on_transition=on_transition
+        )
+        background: list[asyncio.Task[None]] = [
+            loop.create_task(_guard(service(self), service)) for service in self.services
+        ]
+        if self.listen and not burst:
+            listener = Listener(self.app.engine, worker_id=self.id, queues=set(self.queues), wake=self.wake)
+            background.append(loop.create_task(listener.run()))
+        logger.info(
+            "worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots
+        )
+        try:
+            await self._fetch_loop(burst)
+        finally:
+            await self._shutdown(background)
+            for sig, previous in restore:
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+                    if previous is not None:
+                        signal.signal(sig, previous)
+        return self.runs
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[tuple[int, Any]]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                previous = signal.getsignal(sig)
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue
+            installed.append((sig, previous))
+        return installed
+
+    def _on_signal(self, sig: int) -> None:
+        logger.info(
+            "received %s: %s", signal.Signals(sig).name,
+            "stopping now" if self._stopping else "stopping gracefully (again to stop now)",
+        )
+        self.stop()
+
+    async def _fetch_loop(self, burst: bool) -> None:
+        assert self._completer is not None
+        delay = 0.1
+        next_poll = time.monotonic() + self.poll_interval_s
+        while not self._stopping:
+            free = self.slots - len(self._running)
+            if burst and not self._running:
+                await self._completer.drain()
+                self._hint = True
+            if free > 0 and self._hint and self.healthy:
+                self._hint = False
+                try:
+                    jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id) \
+                        if not self.app.hooks.on_transition else await self._claim_with_hooks(free)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    await self._claim.discard()
+                    self._hint = True
+                    await self._sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                delay = 0.1
+                if len(jobs) == free:
+                    self._hint = True
+                for job in jobs:
+                    self._start(job)
+                if burst and not jobs and not self._running and not self._completer.pending:
+                    return
+                if jobs:
+                    continue
+            timeout = max(next_poll - time.monotonic(), 0.0)
+            if burst and not self._running:
+                timeout = 0.0
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                self._hint = True
+                next_poll = time.monotonic() + self.poll_interval_s
+            self._wake.clear()
+            # let outcomes that finish in the same turn free their slots before claiming
+            await asyncio.sleep(0)
+
+    async def _claim_with_hooks(self, free: int) -> list[Job]:
+        conn = await self._claim.get()
+        async with conn.begin():
+            jobs = await Queries.claim(conn, self.queues, free, self.id)
+            for job in jobs:
+                await self._call_transition_hooks(conn, job, JobState.QUEUED, job.state)
+        return jobs
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), seconds)
+
+    def _start(self, job: Job) -> None:
+        if job.state is not JobState.RUNNING:
+            # cancelled or expired before it started: the claim ended it without a run
+            _log_transition(job, JobState.QUEUED, None)
+            return
+        task = asyncio.get_running_loop().create_task(self._run_one(job))
+        self._running[job.id] = task
+
+    async def _run_one(self, job: Job) -> None:
+        started = time.monotonic()
+        try:
+            outcome: RunOutcome = await execute(self.app, job, drift_seen=self._drift_seen)
+        finally:
+            self._running.pop(job.id, None)
+            self.runs += 1
+            self._wake.set()
+        assert self._completer is not None
+        if outcome.ended is not None:
+            self._durations[job.id] = time.monotonic() - started
+            self._completer.add(outcome.ended)
+        elif outcome.committed:
+            _log_transition_line(job.id, job.task, job.queue, "succeeded", job.attempt, time.monotonic() - started)
+            if outcome.committed_result is not None:
+                with contextlib.suppress(Exception):
+                    async with self.app.engine.connect() as conn:
+                        await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
+                        await conn.commit()
+
+    def _written(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            duration = self._durations.pop(job.id, None)
+            _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)
+            if job.state is JobState.QUEUED and job.run_at <= datetime.now(UTC) + _SOON:
+                # a retry or snooze due about now: no NOTIFY announces it
+                self.wake()
+
+    async def _call_transition_hooks(
+        self, conn: object, job: Job, from_state: JobState, to_state: JobState
+    ) -> None:
+        assert isinstance(conn, AsyncConnection)
+        for hook in self.app.hooks.on_transition:
+            outcome = hook(conn, job, from_state, to_state)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
+        self._stopping = True
+        if self._running:
+            logger.info("waiting for %d running jobs (up to %.0fs)", len(self._running), self.shutdown_timeout_s)
+            deadline = time.monotonic() + self.shutdown_timeout_s
+            while self._running and not self._stop_now and time.monotonic() < deadline:
+                self._stopped.clear()
+                waiters = [asyncio.ensure_future(self._stopped.wait())]
+                remaining = deadline - time.monotonic()
+                await asyncio.wait([*self._running.values(), *waiters], timeout=remaining,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+            for task in list(self._running.values()):
+                task.cancel()
+            if self._running:
+                await asyncio.gather(*self._running.values(), return_exceptions=True)
+        if self._completer is not None:
+            await self._completer.drain()
+            await self._completer.held.close()
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if self._heartbeat is not None:
+            await asyncio.to_thread(self._heartbeat.stop)
+        with contextlib.suppress(Exception):
+            await Queries.unregister_worker(await self._claim.raw(), self.id)
+        await self._claim.close()
+        logger.info("worker %s stopped after %d runs", self.id, self.runs)
+
+
+async def _guard(service: Awaitable[None], origin: Service) -> None:
+    try:
+        await service
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("worker service %s stopped", getattr(origin, "__name__", origin))
+
+
+async def _rescue_service(worker: Worker) -> None:
+    on_transition = worker._call_transition_hooks if worker.app.hooks.on_transition else None
+    while True:
+        try:
+            await rescue_lost(worker.app.engine, on_transition)
+        except Exception as exc:
+            logger.warning("rescue pass failed (%s)", type(exc).__name__)
+        await asyncio.sleep(worker.rescue_interval_s)
+
+
+#: services added by other parts of akadze (schedules, pruning)
+extra_services: list[Service] = []
+
+
+def _log_transition(job: Job, from_state: JobState, duration: float | None) -> None:
+    _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)
+
+
+def _log_transition_line(
+    job_id: int, task: str, queue: str, state: str, attempt: int, duration: float | None
+) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
+            job_id, task, queue, state, attempt,
+            f"{duration * 1000:.1f}" if duration is not None else "-",
+        )

@@ -1,0 +1,197 @@
+"""Runs one claimed job: decode its arguments, hooks, the body (a thread for sync tasks),
+the timeout, and the outcome -> completion decision. Never raises; returns what to write."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pydantic
+
+from akadze.codec import encode_result
+from akadze.context import RunContext, enter, leave
+from akadze.db.queries import Ended
+from akadze.errors import UnknownTaskError
+from akadze.job import Job
+from akadze.outcomes import RunEnd, decide
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+    from akadze.task import Task
+
+logger = logging.getLogger("akadze.worker")
+
+
+class RunTimeout(TimeoutError):
+    """The run exceeded its task's timeout."""
+
+
+class ArgsSchemaMismatch(ValueError):
+    """The job's arguments do not decode with this worker's signature of the task."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    ended: Ended | None
+    #: complete_tx committed the job: the body's JSON return value to store, if any
+    committed_result: str | None = None
+    committed: bool = False
+
+
+def describe_validation(exc: pydantic.ValidationError) -> str:
+    """The fields and what is wrong with them, never the values (they may be secrets)."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def decode_args(task: Task[Any, Any], job: Job) -> dict[str, Any]:
+    """Validate the stored arguments into the declared types.
+
+    When the producer built them against another schema (codegen drift) and they no longer
+    decode, ArgsSchemaMismatch names both fingerprints and the fields: no retry can help.
+    """
+    raw = msgspec.json.encode(job.args)
+    try:
+        return task.codec.decode(raw)
+    except pydantic.ValidationError as exc:
+        details = describe_validation(exc)
+        if job.args_fp and job.args_fp != task.args_fp:
+            raise ArgsSchemaMismatch(
+                f"arguments built against schema {job.args_fp} do not decode with this "
+                f"worker's schema {task.args_fp} of task {task.name!r}: {details}"
+            ) from None
+        raise ValueError(f"invalid arguments for task {task.name!r}: {details}") from None
+
+
+async def _maybe_await(value: object) -> None:
+    if inspect.isawaitable(value):
+        await value
+
+
+def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> asyncio.Future[Any]:
+    """Run a sync task in its own thread; a timeout abandons the thread, it is not stopped."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as exc:  # handed to the loop: the run's error
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return future
+
+
+async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) -> RunOutcome:
+    """Run ``job`` (claimed, state running) and decide its next state.
+
+    A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
+    outcome: back to queued, attempt given back.
+    """
+    task = app.tasks.get(job.task)
+    if task is None:
+        error = UnknownTaskError(job.task)
+        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=error)
+        return RunOutcome(Ended(job.id, job.run, completion, None))
+    try:
+        kwargs = decode_args(task, job)
+    except ArgsSchemaMismatch as exc:
+        completion = decide(RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
+        return RunOutcome(Ended(job.id, job.run, completion, None))
+    except ValueError as exc:
+        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
+        return RunOutcome(Ended(job.id, job.run, completion, None))
+    if job.args_fp and job.args_fp != task.args_fp and (job.task, job.args_fp) not in drift_seen:
+        drift_seen.add((job.task, job.args_fp))
+        logger.warning(
+            "task %r: job %d was built against argument schema %s, this worker has %s; "
+            "it decodes, so it runs (regenerate the producer's client)",
+            task.name, job.id, job.args_fp, task.args_fp,
+        )
+
+    ctx = RunContext(app, job)
+    token = enter(ctx)
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        for hook in app.hooks.before_run:
+            await _maybe_await(hook(job))
+        timeout = task.options.timeout.total_seconds() if task.options.timeout else None
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                if task.is_async:
+                    value = await task.fn(**kwargs)
+                else:
+                    value = await _in_thread(task.fn, kwargs, f"akadze-job-{job.id}")
+                for hook in app.hooks.after_run:
+                    await _maybe_await(hook(job))
+        except TimeoutError:
+            if deadline.expired():
+                raise RunTimeout(f"the run exceeded its timeout of {timeout:g}s") from None
+            raise
+    except asyncio.CancelledError:
+        completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
+        return RunOutcome(Ended(job.id, job.run, completion, None))
+    except BaseException as exc:  # the run's error, whatever the task raised
+        error = exc
+    finally:
+        leave(token)
+
+    if ctx.completed is not None:
+        return _after_commit(job, value, error)
+    if error is None:
+        try:
+            result = encode_result(value)
+        except Exception as exc:
+            error = exc
+        else:
+            completion = decide(RunEnd.RETURNED, attempt=job.attempt, max_attempts=job.max_attempts)
+            return RunOutcome(Ended(job.id, job.run, completion, result))
+    completion = decide(
+        RunEnd.RAISED,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        error=error,
+        policy=task.options.backoff,
+    )
+    return RunOutcome(Ended(job.id, job.run, completion, None))
+
+
+def _after_commit(job: Job, value: Any, error: BaseException | None) -> RunOutcome:
+    """complete_tx committed: the job succeeded with the block. What the body did after it
+    cannot change that; a JSON return value is stored as the result, the rest is logged."""
+    if error is not None:
+        logger.warning(
+            "job %d: the task raised %s after complete_tx committed; the job stays succeeded",
+            job.id, type(error).__name__,
+        )
+        return RunOutcome(None, committed=True)
+    try:
+        result = encode_result(value)
+    except Exception as exc:
+        logger.warning("job %d: %s; the job stays succeeded without a result", job.id, exc)
+        return RunOutcome(None, committed=True)
+    return RunOutcome(None, committed_result=result, committed=True)

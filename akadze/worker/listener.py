@@ -1,0 +1,76 @@
+"""LISTEN/NOTIFY wake-ups, checked with a probe; polling stays the floor.
+
+Behind a pooler in transaction mode LISTEN is accepted but nothing arrives: the probe
+notices, the worker says so once and polls. A lost listener connection is reopened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+logger = logging.getLogger("akadze.worker")
+
+CHANNEL = "akadze_jobs"
+
+
+class Listener:
+    def __init__(self, engine: AsyncEngine, *, worker_id: str, queues: set[str], wake: Callable[[], None]) -> None:
+        self.engine = engine
+        self.worker_id = worker_id
+        self.queues = queues
+        self.wake = wake
+        #: True while notifications are known to arrive
+        self.working = False
+        self._probe = f"probe:{worker_id}"
+        self._probed = asyncio.Event()
+        self._lost = asyncio.Event()
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == self._probe:
+            self._probed.set()
+        elif payload in self.queues:
+            self.wake()
+
+    def _on_terminate(self, _conn: Any) -> None:
+        self._lost.set()
+
+    async def run(self) -> None:
+        """Listen until cancelled; reopen on loss, give up for good if notifications never arrive."""
+        delay = 0.5
+        while True:
+            try:
+                async with self.engine.connect() as conn:
+                    raw = (await conn.get_raw_connection()).driver_connection
+                    self._lost.clear()
+                    self._probed.clear()
+                    await raw.add_listener(CHANNEL, self._on_notify)
+                    raw.add_termination_listener(self._on_terminate)
+                    await raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
+                    try:
+                        await asyncio.wait_for(self._probed.wait(), timeout=3)
+                    except TimeoutError:
+                        logger.warning(
+                            "LISTEN/NOTIFY does not deliver here (a pooler in transaction mode in "
+                            "front of PostgreSQL?); this worker polls instead"
+                        )
+                        with contextlib.suppress(Exception):
+                            await raw.remove_listener(CHANNEL, self._on_notify)
+                        return
+                    self.working = True
+                    delay = 0.5
+                    # wake once: jobs may have been committed while this connection was away
+                    self.wake()
+                    await self._lost.wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("listener connection failed (%s); polling until it is back", type(exc).__name__)
+            self.working = False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)

@@ -1,0 +1,67 @@
+"""Rescues the running jobs of lost workers: an attempt is spent, the default backoff applies
+(or failed when the budget is gone, cancelled when a cancel was requested)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from akadze.db.queries import Ended, Queries
+from akadze.job import Job, JobState
+from akadze.outcomes import RunEnd, decide
+
+logger = logging.getLogger("akadze.worker")
+
+TransitionCall = Callable[[object, Job, JobState, JobState], Awaitable[None]]
+
+
+async def rescue_lost(engine: AsyncEngine, on_transition: TransitionCall | None, *, limit: int = 500) -> list[Job]:
+    """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
+
+    Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
+    """
+    async with engine.begin() as conn:
+        lost = await Queries.forget_lost_workers(conn)
+        orphans = await Queries.find_orphans(conn, limit)
+        if not orphans:
+            return []
+        ended = [
+            Ended(
+                job.id,
+                job.run,
+                decide(
+                    RunEnd.WORKER_LOST,
+                    attempt=job.attempt,
+                    max_attempts=job.max_attempts,
+                    error=_lost(job),
+                ),
+                None,
+            )
+            for job in orphans
+        ]
+        written = await Queries.complete_batch(conn, ended)
+        if on_transition is not None:
+            for job in written:
+                await on_transition(conn, job, JobState.RUNNING, job.state)
+    for job in written:
+        logger.warning(
+            "job_id=%d task=%s queue=%s rescued from lost worker %s: state=%s attempt=%d",
+            job.id, job.task, job.queue, _worker_of(orphans, job.id), job.state.value, job.attempt,
+        )
+    if lost:
+        logger.info("forgot %d lost workers", len(lost))
+    return written
+
+
+class WorkerLost(Exception):  # noqa: N818 (recorded as akadze.WorkerLost)
+    pass
+
+
+def _lost(job: Job) -> WorkerLost:
+    return WorkerLost(f"worker {job.worker_id} running this job was lost; rescued")
+
+
+def _worker_of(orphans: list[Job], job_id: int) -> str | None:
+    return next((job.worker_id for job in orphans if job.id == job_id), None)
