@@ -1,0 +1,127 @@
+"""Test fixtures: a real PostgreSQL, a migrated template database, one clone per test.
+
+The server is AKADZE_TEST_DATABASE_URL when set (scripts/test sets it, starting an embedded
+PostgreSQL when nothing is configured); otherwise an embedded one is started here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from akadze import Akadze
+from akadze.app import normalize_url
+
+
+def _plain(url: str) -> str:
+    """An asyncpg DSN (postgresql://...) for admin connections."""
+    return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(normalize_url(url)).set(database=name).render_as_string(hide_password=False)
+
+
+async def _admin(url: str, *statements: str) -> None:
+    conn = await asyncpg.connect(_plain(url))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    configured = os.environ.get("AKADZE_TEST_DATABASE_URL")
+    if configured:
+        yield normalize_url(configured)
+        return
+    from akadze import embedded
+
+    folder = tempfile.mkdtemp(prefix="akadze-test-pg-")
+    pgdata = os.path.join(folder, "pgdata")
+    url = embedded.start(embedded.Path(pgdata))
+    os.environ["AKADZE_TEST_DATABASE_URL"] = url
+    try:
+        yield normalize_url(url)
+    finally:
+        embedded.stop(embedded.Path(pgdata))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def template_db(server_url: str) -> Iterator[str]:
+    """A migrated database that every test's database is cloned from."""
+    name = f"akadze_tpl_{os.getpid()}"
+    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"'))
+    url = with_database(server_url, name)
+
+    async def migrate() -> None:
+        app = Akadze(database_url=url)
+        try:
+            await app.migrate()
+        finally:
+            await app.dispose()
+
+    asyncio.run(migrate())
+    yield name
+    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def database_url(server_url: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test (a clone of the template)."""
+    name = f"akadze_t_{os.getpid()}_{next(_counter)}"
+    asyncio.run(_admin(server_url, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"'))
+    yield with_database(server_url, name)
+    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def make_app(database_url: str) -> AsyncIterator[Callable[..., Akadze]]:
+    """A factory of apps on this test's database; every app made is disposed at the end."""
+    made: list[Akadze] = []
+
+    def factory(**options: Any) -> Akadze:
+        app = Akadze(database_url=database_url, **options)
+        made.append(app)
+        return app
+
+    yield factory
+    for app in made:
+        await app.dispose()
+
+
+@pytest.fixture
+async def app(make_app: Callable[..., Akadze]) -> Akadze:
+    return make_app()
+
+
+async def wait_until(
+    predicate: Callable[[], Awaitable[bool] | bool], *, timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    """Wait for a condition without a bare sleep; fails the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        outcome = predicate()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
