@@ -1,0 +1,1 @@
+"""The example app's task modules; each has register(app)."""
