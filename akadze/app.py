@@ -107,8 +107,10 @@ class Akadze:
         if (database_url is None) == (engine is None):
             raise ConfigError("pass exactly one of database_url or engine")
         if engine is not None and pool_size is not None:
-            raise ConfigError("pool_size applies to the engine created from database_url; "
-                              "size your own engine's pool yourself")
+            raise ConfigError(
+                "pool_size applies to the engine created from database_url; "
+                "size your own engine's pool yourself"
+            )
         if pool_size is not None and (
             isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1
         ):
@@ -160,7 +162,10 @@ class Akadze:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.dispose()
 
@@ -296,8 +301,12 @@ class Akadze:
             if inspect.signature(fn).parameters:
                 raise ConfigError(f"periodic task {name!r} must take no arguments")
             task = self.task(
-                name, queue=queue, max_attempts=max_attempts, timeout=timeout,
-                priority=priority, backoff=backoff,
+                name,
+                queue=queue,
+                max_attempts=max_attempts,
+                timeout=timeout,
+                priority=priority,
+                backoff=backoff,
             )(fn)
             try:
                 self.schedule(name, task, cron=cron, every=every, tz=tz)
@@ -307,5 +316,3 @@ class Akadze:
             return task
 
         return decorate
-
-

@@ -22,16 +22,16 @@ _rng = random.Random()  # noqa: S311 (jitter, not crypto)
 
 def default_backoff(attempt: int, rng: random.Random | None = None) -> timedelta:
     """2^(attempt-1) seconds, capped at 300 s, jittered into [50 %, 100 %] of that."""
-    base = DEFAULT_CAP.total_seconds() if attempt > 9 else min(
-        2.0 ** max(attempt - 1, 0), DEFAULT_CAP.total_seconds()
+    base = (
+        DEFAULT_CAP.total_seconds()
+        if attempt > 9
+        else min(2.0 ** max(attempt - 1, 0), DEFAULT_CAP.total_seconds())
     )
     factor = 0.5 + 0.5 * (rng or _rng).random()
     return timedelta(seconds=base * factor)
 
 
-def policy_delay(
-    policy: BackoffPolicy | None, attempt: int, rng: random.Random | None = None
-) -> timedelta:
+def policy_delay(policy: BackoffPolicy | None, attempt: int, rng: random.Random | None = None) -> timedelta:
     """The delay after a failed attempt: the task's policy, clamped, or the default curve.
 
     A policy that raises or returns something other than a timedelta falls back to the
@@ -40,7 +40,7 @@ def policy_delay(
     if policy is None:
         return default_backoff(attempt, rng)
     try:
-        delay = policy(attempt)
+        delay: object = policy(attempt)
     except Exception as exc:  # a user's policy may raise anything
         logger.warning("backoff policy raised %s; using the default curve", type(exc).__name__)
         return default_backoff(attempt, rng)

@@ -38,7 +38,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(jobs_app, name="jobs")
 
 
-class Exit(Exception):  # noqa: N818 (control flow: an exit code and one line)
+class Exit(Exception):
     def __init__(self, code: int, message: str) -> None:
         self.code = code
         self.message = message
@@ -149,7 +149,8 @@ def worker(
     ] = 30.0,
     poll_interval: Annotated[float, typer.Option(min=0.01, help="Seconds between polls.")] = 1.0,
     lost_after: Annotated[
-        float, typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost.")
+        float,
+        typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost."),
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
@@ -159,9 +160,7 @@ def worker(
     path = app_path or _app_path(app_option)
     if not path:
         _fail(2, "error: name the app: akadze worker module:attr (or --app, or AKADZE_APP)")
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     application = load_app(path)
 
     async def serve() -> int:
@@ -282,7 +281,15 @@ def jobs_list(
     )
     header = ("ID", "TASK", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "FINISHED AT")
     rows = [
-        (str(j.id), j.task, j.queue, j.state.value, f"{j.attempt}/{j.max_attempts}", _when(j.run_at), _when(j.finished_at))
+        (
+            str(j.id),
+            j.task,
+            j.queue,
+            j.state.value,
+            f"{j.attempt}/{j.max_attempts}",
+            _when(j.run_at),
+            _when(j.finished_at),
+        )
         for j in found
     ]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
@@ -307,12 +314,22 @@ def jobs_show(
     if job is None:
         _fail(1, f"job {job_id} does not exist")
     fields: list[tuple[str, Any]] = [
-        ("id", job.id), ("task", job.task), ("queue", job.queue), ("state", job.state.value),
-        ("priority", job.priority), ("attempt", job.attempt), ("max_attempts", job.max_attempts),
-        ("run", job.run), ("run_at", _when(job.run_at)), ("expires_at", _when(job.expires_at)),
-        ("cancel_requested", job.cancel_requested), ("worker_id", job.worker_id or "-"),
-        ("args_fp", job.args_fp or "-"), ("created_at", _when(job.created_at)),
-        ("started_at", _when(job.started_at)), ("finished_at", _when(job.finished_at)),
+        ("id", job.id),
+        ("task", job.task),
+        ("queue", job.queue),
+        ("state", job.state.value),
+        ("priority", job.priority),
+        ("attempt", job.attempt),
+        ("max_attempts", job.max_attempts),
+        ("run", job.run),
+        ("run_at", _when(job.run_at)),
+        ("expires_at", _when(job.expires_at)),
+        ("cancel_requested", job.cancel_requested),
+        ("worker_id", job.worker_id or "-"),
+        ("args_fp", job.args_fp or "-"),
+        ("created_at", _when(job.created_at)),
+        ("started_at", _when(job.started_at)),
+        ("finished_at", _when(job.finished_at)),
         ("result", encode_json(job.result) if job.result is not None else "-"),
         ("args", encode_json(job.args) if args else "(hidden; --args to show)"),
     ]
@@ -369,7 +386,8 @@ def codegen(
     out: Annotated[Path, typer.Option("--out", help="The package directory to write.")] = Path("clients"),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when stale.")] = False,
     from_manifest: Annotated[
-        Path | None, typer.Option("--from-manifest", help="Render from a manifest, importing no worker code.")
+        Path | None,
+        typer.Option("--from-manifest", help="Render from a manifest, importing no worker code."),
     ] = None,
 ) -> None:
     """Write typed client packages for producer services."""

@@ -131,28 +131,63 @@ def _identifier(name: str) -> str:
 
 
 def schema_fingerprint(schema: Mapping[str, Any]) -> str:
-    """A short hash of the wire shape: titles, docs and defaults do not count, order does not."""
-    canonical = _canonical(schema)
+    """A short hash of the wire shape of a JSON schema (Avro's "parsing canonical form" idea).
+
+    Unchanged by docs, titles, examples, default values, Python class names (``$defs`` are
+    inlined; a recursive reference becomes its depth), property order, union order and enum or
+    literal value order. Changed by a wire name, requiredness, a type, a constraint or an
+    enum/literal value set. Generated clients embed exactly this value (``task.args_fp``).
+    """
+    defs = schema.get("$defs", {})
+    canonical = _canonical(schema, defs if isinstance(defs, Mapping) else {}, ())
     digest = hashlib.sha256(msgspec.json.encode(canonical, order="sorted")).hexdigest()
     return digest[:16]
 
 
-_IGNORED_KEYS = frozenset({"title", "description", "default", "examples"})
+#: schema keywords that do not change what validates
+_IGNORED_KEYS = frozenset(
+    {"title", "description", "default", "examples", "$defs", "deprecated", "readOnly", "writeOnly"}
+)
+#: keywords whose value maps names (properties, never keywords) to schemas
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "dependentSchemas"})
+#: keywords whose list order carries no meaning
+_UNORDERED = frozenset({"required", "enum", "anyOf", "oneOf", "allOf", "type"})
 
 
-def _canonical(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {k: _canonical(v) for k, v in node.items() if k not in _IGNORED_KEYS}
-        for key in ("required", "enum"):
-            if isinstance(out.get(key), list):
-                out[key] = sorted(out[key], key=lambda v: msgspec.json.encode(v, order="sorted"))
-        for key in ("anyOf", "oneOf"):
-            if isinstance(out.get(key), list):
-                out[key] = sorted(out[key], key=lambda v: msgspec.json.encode(v, order="sorted"))
-        return out
+def _sort_key(value: Any) -> bytes:
+    return msgspec.json.encode(value, order="sorted")
+
+
+def _canonical(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> Any:
     if isinstance(node, list):
-        return [_canonical(v) for v in node]
-    return node
+        return [_canonical(v, defs, stack) for v in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.removeprefix("#/$defs/")
+        if name in stack:
+            # a recursive reference: its distance up the stack, not its class name
+            return {"$rec": len(stack) - stack.index(name)}
+        target = defs.get(name, {})
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        inlined = _canonical(target, defs, (*stack, name))
+        return {**inlined, **_canonical(rest, defs, stack)} if rest else inlined
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _IGNORED_KEYS:
+            continue
+        if key in _NAMED_SCHEMAS and isinstance(value, dict):
+            out[key] = {name: _canonical(v, defs, stack) for name, v in value.items()}
+        elif key == "discriminator" and isinstance(value, dict):
+            # the mapping's targets are $defs names; the tag values are in the variants
+            out[key] = value.get("propertyName")
+        else:
+            out[key] = _canonical(value, defs, stack)
+    for key in _UNORDERED:
+        if isinstance(out.get(key), list):
+            out[key] = sorted(out[key], key=_sort_key)
+    return out
 
 
 def encode_result(value: Any) -> str | None:

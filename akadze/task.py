@@ -51,7 +51,11 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         check_name("queue", self.queue)
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+        if (
+            isinstance(self.max_attempts, bool)
+            or not isinstance(self.max_attempts, int)
+            or self.max_attempts < 1
+        ):
             raise ConfigError(f"max_attempts must be an integer of 1 or more, got {self.max_attempts!r}")
         if self.timeout is not None and (
             not isinstance(self.timeout, timedelta) or self.timeout <= timedelta(0)
@@ -213,9 +217,7 @@ class TaskCall(Generic[P, R]):
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         codec = self.task.codec
         payload = codec.encode(codec.bind(args, kwargs))
-        jobs = await insert_jobs(
-            self.placement, self._new_jobs(), [payload], self.task.app.hooks.on_enqueue
-        )
+        jobs = await insert_jobs(self.placement, self._new_jobs(), [payload], self.task.app.hooks.on_enqueue)
         return jobs[0]
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -223,9 +225,7 @@ class TaskCall(Generic[P, R]):
         payloads = [codec.encode(item) for item in items]
         if not payloads:
             return []
-        return await insert_jobs(
-            self.placement, self._new_jobs(), payloads, self.task.app.hooks.on_enqueue
-        )
+        return await insert_jobs(self.placement, self._new_jobs(), payloads, self.task.app.hooks.on_enqueue)
 
 
 async def insert_jobs(
@@ -254,7 +254,9 @@ async def insert_jobs(
         return await _insert(raw.driver_connection, new, payloads, ())
 
 
-async def _insert(conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]) -> list[Job]:
+async def _insert(
+    conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
+) -> list[Job]:
     if len(payloads) == 1:
         jobs = [await Queries.enqueue(conn, new, payloads[0])]
     else:

@@ -21,7 +21,10 @@ async def main() -> None:
     await app.migrate()
     async with app.engine.begin() as conn:
         await conn.execute(
-            text("CREATE TABLE IF NOT EXISTS example_reports (id bigint PRIMARY KEY, title text, total numeric)")
+            text(
+                "CREATE TABLE IF NOT EXISTS example_reports "
+                "(id bigint PRIMARY KEY, title text, total numeric)"
+            )
         )
         await conn.execute(text("DELETE FROM example_reports"))
     send = app.get_task("mail.send")

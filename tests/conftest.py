@@ -112,7 +112,10 @@ async def app(make_app: Callable[..., Akadze]) -> Akadze:
 
 
 async def wait_until(
-    predicate: Callable[[], Awaitable[bool] | bool], *, timeout: float = 10.0, interval: float = 0.02
+    predicate: Callable[[], Awaitable[bool] | bool],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
 ) -> None:
     """Wait for a condition without a bare sleep; fails the test on timeout."""
     deadline = time.monotonic() + timeout

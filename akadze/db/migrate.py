@@ -83,12 +83,10 @@ async def migrate(engine: AsyncEngine) -> list[int]:
                 continue
             # a script of many statements: the driver's simple protocol, in this transaction
             raw = await conn.get_raw_connection()
+            assert raw.driver_connection is not None
             await raw.driver_connection.execute(m.sql)
             await conn.execute(
-                text(
-                    "INSERT INTO akadze_schema_migrations (version, name, checksum) "
-                    "VALUES (:v, :n, :c)"
-                ),
+                text("INSERT INTO akadze_schema_migrations (version, name, checksum) VALUES (:v, :n, :c)"),
                 {"v": m.version, "n": m.name, "c": m.checksum},
             )
             applied.append(m.version)

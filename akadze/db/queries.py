@@ -231,6 +231,4 @@ def _error_entry(ended: Ended) -> str | None:
     c = ended.completion
     if c.error_type is None:
         return None
-    return encode_json(
-        {"attempt": c.attempt, "type": c.error_type, "message": c.error_message or ""}
-    )
+    return encode_json({"attempt": c.attempt, "type": c.error_type, "message": c.error_message or ""})

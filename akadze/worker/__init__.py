@@ -149,14 +149,24 @@ class Worker:
         restore = self._install_signals(loop) if handle_signals else []
         await Queries.register_worker(
             await self._claim.raw(),
-            worker_id=self.id, name=self.name, host=socket.gethostname(), pid=os.getpid(),
-            queues=self.queues, slots=self.slots, lost_after_s=self.lost_after_s,
+            worker_id=self.id,
+            name=self.name,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            slots=self.slots,
+            lost_after_s=self.lost_after_s,
         )
         self._heartbeat = Heartbeat(
             self.app.engine.url,
-            worker_id=self.id, name=self.name, host=socket.gethostname(), pid=os.getpid(),
-            queues=self.queues, slots=self.slots,
-            interval_s=self.heartbeat_interval_s, lost_after_s=self.lost_after_s,
+            worker_id=self.id,
+            name=self.name,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            slots=self.slots,
+            interval_s=self.heartbeat_interval_s,
+            lost_after_s=self.lost_after_s,
         )
         self._heartbeat.start()
         on_transition = self._call_transition_hooks if self.app.hooks.on_transition else None
@@ -169,9 +179,7 @@ class Worker:
         if self.listen and not burst:
             listener = Listener(self.app.engine, worker_id=self.id, queues=set(self.queues), wake=self.wake)
             background.append(loop.create_task(listener.run()))
-        logger.info(
-            "worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots
-        )
+        logger.info("worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots)
         try:
             await self._fetch_loop(burst)
         finally:
@@ -186,7 +194,7 @@ class Worker:
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[tuple[int, Any]]:
         if threading.current_thread() is not threading.main_thread():
             return []
-        installed = []
+        installed: list[tuple[int, Any]] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 previous = signal.getsignal(sig)
@@ -198,7 +206,8 @@ class Worker:
 
     def _on_signal(self, sig: int) -> None:
         logger.info(
-            "received %s: %s", signal.Signals(sig).name,
+            "received %s: %s",
+            signal.Signals(sig).name,
             "stopping now" if self._stopping else "stopping gracefully (again to stop now)",
         )
         self.stop()
@@ -215,8 +224,11 @@ class Worker:
             if free > 0 and self._hint and self.healthy:
                 self._hint = False
                 try:
-                    jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id) \
-                        if not self.app.hooks.on_transition else await self._claim_with_hooks(free)
+                    jobs = (
+                        await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
+                        if not self.app.hooks.on_transition
+                        else await self._claim_with_hooks(free)
+                    )
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -280,7 +292,9 @@ class Worker:
             self._durations[job.id] = time.monotonic() - started
             self._completer.add(outcome.ended)
         elif outcome.committed:
-            _log_transition_line(job.id, job.task, job.queue, "succeeded", job.attempt, time.monotonic() - started)
+            _log_transition_line(
+                job.id, job.task, job.queue, "succeeded", job.attempt, time.monotonic() - started
+            )
             if outcome.committed_result is not None:
                 with contextlib.suppress(Exception):
                     async with self.app.engine.connect() as conn:
@@ -307,14 +321,21 @@ class Worker:
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
         if self._running:
-            logger.info("waiting for %d running jobs (up to %.0fs)", len(self._running), self.shutdown_timeout_s)
+            logger.info(
+                "waiting for %d running jobs (up to %.0fs)",
+                len(self._running),
+                self.shutdown_timeout_s,
+            )
             deadline = time.monotonic() + self.shutdown_timeout_s
             while self._running and not self._stop_now and time.monotonic() < deadline:
                 self._stopped.clear()
                 waiters = [asyncio.ensure_future(self._stopped.wait())]
                 remaining = deadline - time.monotonic()
-                await asyncio.wait([*self._running.values(), *waiters], timeout=remaining,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    [*self._running.values(), *waiters],
+                    timeout=remaining,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 for waiter in waiters:
                     waiter.cancel()
             for task in list(self._running.values()):
@@ -368,6 +389,10 @@ def _log_transition_line(
     if logger.isEnabledFor(logging.INFO):
         logger.info(
             "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
-            job_id, task, queue, state, attempt,
+            job_id,
+            task,
+            queue,
+            state,
+            attempt,
             f"{duration * 1000:.1f}" if duration is not None else "-",
         )

@@ -81,7 +81,9 @@ class Completer:
                 if is_transient(exc):
                     logger.warning(
                         "could not record %d outcomes (%s); retrying in %.2fs",
-                        len(batch), type(exc).__name__, delay,
+                        len(batch),
+                        type(exc).__name__,
+                        delay,
                     )
                     await self.held.discard()
                     await asyncio.sleep(delay)

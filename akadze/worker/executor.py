@@ -112,8 +112,8 @@ async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) ->
     """
     task = app.tasks.get(job.task)
     if task is None:
-        error = UnknownTaskError(job.task)
-        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=error)
+        unknown = UnknownTaskError(job.task)
+        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=unknown)
         return RunOutcome(Ended(job.id, job.run, completion, None))
     try:
         kwargs = decode_args(task, job)
@@ -128,7 +128,10 @@ async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) ->
         logger.warning(
             "task %r: job %d was built against argument schema %s, this worker has %s; "
             "it decodes, so it runs (regenerate the producer's client)",
-            task.name, job.id, job.args_fp, task.args_fp,
+            task.name,
+            job.id,
+            job.args_fp,
+            task.args_fp,
         )
 
     ctx = RunContext(app, job)
@@ -186,7 +189,8 @@ def _after_commit(job: Job, value: Any, error: BaseException | None) -> RunOutco
     if error is not None:
         logger.warning(
             "job %d: the task raised %s after complete_tx committed; the job stays succeeded",
-            job.id, type(error).__name__,
+            job.id,
+            type(error).__name__,
         )
         return RunOutcome(None, committed=True)
     try:

@@ -38,8 +38,13 @@ class Heartbeat:
         self.interval_s = interval_s
         self.lost_after_s = lost_after_s
         self._register: dict[str, Any] = {
-            "worker_id": worker_id, "name": name, "host": host, "pid": pid,
-            "queues": list(queues), "slots": slots, "lost_after_s": lost_after_s,
+            "worker_id": worker_id,
+            "name": name,
+            "host": host,
+            "pid": pid,
+            "queues": list(queues),
+            "slots": slots,
+            "lost_after_s": lost_after_s,
         }
         #: monotonic time of the last heartbeat the database acknowledged
         self.last_ok = time.monotonic()

@@ -20,7 +20,9 @@ CHANNEL = "akadze_jobs"
 
 
 class Listener:
-    def __init__(self, engine: AsyncEngine, *, worker_id: str, queues: set[str], wake: Callable[[], None]) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, worker_id: str, queues: set[str], wake: Callable[[], None]
+    ) -> None:
         self.engine = engine
         self.worker_id = worker_id
         self.queues = queues
@@ -47,6 +49,7 @@ class Listener:
             try:
                 async with self.engine.connect() as conn:
                     raw = (await conn.get_raw_connection()).driver_connection
+                    assert raw is not None
                     self._lost.clear()
                     self._probed.clear()
                     await raw.add_listener(CHANNEL, self._on_notify)
@@ -70,7 +73,9 @@ class Listener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("listener connection failed (%s); polling until it is back", type(exc).__name__)
+                logger.warning(
+                    "listener connection failed (%s); polling until it is back", type(exc).__name__
+                )
             self.working = False
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)

@@ -17,7 +17,9 @@ logger = logging.getLogger("akadze.worker")
 TransitionCall = Callable[[object, Job, JobState, JobState], Awaitable[None]]
 
 
-async def rescue_lost(engine: AsyncEngine, on_transition: TransitionCall | None, *, limit: int = 500) -> list[Job]:
+async def rescue_lost(
+    engine: AsyncEngine, on_transition: TransitionCall | None, *, limit: int = 500
+) -> list[Job]:
     """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
 
     Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
@@ -48,14 +50,19 @@ async def rescue_lost(engine: AsyncEngine, on_transition: TransitionCall | None,
     for job in written:
         logger.warning(
             "job_id=%d task=%s queue=%s rescued from lost worker %s: state=%s attempt=%d",
-            job.id, job.task, job.queue, _worker_of(orphans, job.id), job.state.value, job.attempt,
+            job.id,
+            job.task,
+            job.queue,
+            _worker_of(orphans, job.id),
+            job.state.value,
+            job.attempt,
         )
     if lost:
         logger.info("forgot %d lost workers", len(lost))
     return written
 
 
-class WorkerLost(Exception):  # noqa: N818 (recorded as akadze.WorkerLost)
+class WorkerLost(Exception):
     pass
 
 

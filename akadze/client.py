@@ -1,0 +1,238 @@
+"""The runtime of generated producer clients (``akadze codegen``): RemoteTask, configure().
+
+A producer service enqueues jobs for a worker whose code it does not import. Each generated
+task class subclasses :class:`RemoteTask` and adds an ``enqueue(**kwargs: Unpack[Args])``
+typed with the task's arguments. Jobs go through :func:`akadze.task.insert_jobs`, the same
+insert the worker-side ``task.enqueue`` uses, so the row is the same: task name, queue,
+priority, max_attempts, the JSON of the arguments and the argument-schema fingerprint.
+
+Arguments are encoded with msgspec: mirrored types (msgspec Structs, enums, NewTypes) and
+datetime, UUID, Decimal (as a string), bytes (base64), sets and tuples become the JSON that
+the worker's pydantic validation reads back into the declared types. A field a mirror leaves
+``UNSET`` is not sent: the worker's current default applies.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Generic, Self, TypeVar
+
+import msgspec
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from akadze.app import create_engine
+from akadze.codec import DEFAULT_MAX_ARGS_BYTES
+from akadze.db.queries import NewJobs
+from akadze.errors import ArgsTooLargeError, ConfigError
+from akadze.job import Job
+from akadze.task import Placement, Session, insert_jobs
+
+__all__ = ["Job", "RemoteTask", "configure", "dispose", "is_codegen"]
+
+#: the argument TypedDict of one task
+A = TypeVar("A", bound=Mapping[str, Any])
+
+#: environment variable read when neither session= nor configure() gives a database
+DATABASE_URL_ENV = "AKADZE_DATABASE_URL"
+
+
+def is_codegen() -> bool:
+    """True while ``akadze codegen`` imports the worker app (``AKADZE_CODEGEN=1``).
+
+    Worker modules can guard import-time side effects with it; never use it to register a
+    different set of tasks, or the generated clients would not match the running worker.
+    """
+    return os.environ.get("AKADZE_CODEGEN") == "1"
+
+
+class _Database:
+    """The producer-wide default database: configure() or AKADZE_DATABASE_URL."""
+
+    def __init__(self) -> None:
+        self.engine: AsyncEngine | None = None
+        self.owned = False
+        self.max_args_bytes = DEFAULT_MAX_ARGS_BYTES
+
+    def resolve(self) -> AsyncEngine | None:
+        if self.engine is None:
+            url = os.environ.get(DATABASE_URL_ENV)
+            if url:
+                self.engine = create_engine(url)
+                self.owned = True
+        return self.engine
+
+
+_database = _Database()
+
+
+def configure(
+    *,
+    engine: AsyncEngine | None = None,
+    database_url: str | None = None,
+    max_args_bytes: int | None = None,
+) -> None:
+    """Set the database used by generated clients when ``using(session=...)`` is not given.
+
+    Pass your service's ``AsyncEngine`` (never disposed here) or a ``database_url`` (an engine
+    is created and owned; close it with :func:`dispose`). Without either, the clients read
+    ``AKADZE_DATABASE_URL`` on first use. ``max_args_bytes`` must match the worker app's limit
+    if it changed it.
+    """
+    if engine is not None and database_url is not None:
+        raise ConfigError("pass engine or database_url, not both")
+    if engine is not None:
+        if not isinstance(engine, AsyncEngine):
+            raise ConfigError(f"engine must be a SQLAlchemy AsyncEngine, got {type(engine).__qualname__}")
+        _database.engine, _database.owned = engine, False
+    elif database_url is not None:
+        _database.engine, _database.owned = create_engine(database_url), True
+    if max_args_bytes is not None:
+        if isinstance(max_args_bytes, bool) or not isinstance(max_args_bytes, int):
+            raise ConfigError(f"max_args_bytes must be an integer, got {max_args_bytes!r}")
+        _database.max_args_bytes = max_args_bytes
+
+
+async def dispose() -> None:
+    """Close the engine that configure(database_url=...) or AKADZE_DATABASE_URL created."""
+    engine, owned = _database.engine, _database.owned
+    _database.engine, _database.owned = None, False
+    if engine is not None and owned:
+        await engine.dispose()
+
+
+def _enc_hook(obj: Any) -> Any:
+    raise TypeError(
+        f"cannot encode {type(obj).__module__}.{type(obj).__qualname__} as a task argument; "
+        "pass the generated client's mirror type (or a plain value) instead"
+    )
+
+
+# the same options as the worker's encoder: Decimal as a string, bytes as base64
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
+
+
+class RemoteTask(Generic[A]):
+    """A task of another service, enqueued by name with typed arguments.
+
+    Generated subclasses add ``enqueue(**kwargs: Unpack[Args]) -> Job``; ``enqueue_many``
+    takes a sequence of the same TypedDict. ``using(...)`` returns a copy with options.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        queue: str,
+        priority: int,
+        max_attempts: int,
+        args_fp: str,
+        args_type: object,
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self.priority = priority
+        self.max_attempts = max_attempts
+        #: fingerprint of the worker's argument schema this client was generated from
+        self.args_fp = args_fp
+        self._required: frozenset[str] = getattr(args_type, "__required_keys__", frozenset())
+        optional: frozenset[str] | None = getattr(args_type, "__optional_keys__", None)
+        self._known = None if optional is None else self._required | optional
+        self._placement = Placement(engine=None)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} queue={self.queue!r}>"
+
+    def using(
+        self,
+        *,
+        session: Session | None = None,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Self:
+        """Options for the jobs enqueued next; ``session`` joins the caller's transaction.
+
+        ``session`` is a SQLAlchemy ``AsyncConnection`` or ``AsyncSession``: the job commits
+        or rolls back with it. ``priority`` and ``queue`` override the task's defaults.
+        """
+        clone = copy.copy(self)
+        clone._placement = self._placement.merged(
+            session=session,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            expires_at=expires_at,
+        )
+        return clone
+
+    async def enqueue_many(self, items: Sequence[A], /) -> list[Job]:
+        """Insert many jobs of this task in one statement; one bad item rejects them all."""
+        payloads = [self._encode(item) for item in items]
+        if not payloads:
+            return []
+        return await self._insert(payloads)
+
+    async def _enqueue(self, arguments: Mapping[str, Any], /) -> Job:
+        jobs = await self._insert([self._encode(arguments)])
+        return jobs[0]
+
+    def _encode(self, arguments: Mapping[str, Any]) -> str:
+        _check_keys(self.name, arguments, self._required, self._known)
+        payload = _encoder.encode(arguments)
+        if len(payload) > _database.max_args_bytes:
+            raise ArgsTooLargeError(self.name, len(payload), _database.max_args_bytes)
+        if b"\\u0000" in payload:
+            raise ValueError(
+                f"task {self.name!r}: an argument contains a NUL character, "
+                "which PostgreSQL cannot store in JSON"
+            )
+        return payload.decode()
+
+    async def _insert(self, payloads: Sequence[str]) -> list[Job]:
+        placement = self._placement
+        if placement.session is None:
+            engine = _database.resolve()
+            if engine is None:
+                raise ConfigError(
+                    f"task {self.name!r}: no database; pass using(session=...), call "
+                    f"akadze.client.configure(engine=...), or set {DATABASE_URL_ENV}"
+                )
+            placement = Placement(
+                engine=engine,
+                delay=placement.delay,
+                run_at=placement.run_at,
+                priority=placement.priority,
+                queue=placement.queue,
+                expires_at=placement.expires_at,
+            )
+        new: NewJobs = placement.new_jobs(
+            self.name,
+            queue=self.queue,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            args_fp=self.args_fp,
+        )
+        return await insert_jobs(placement, new, payloads)
+
+
+def _check_keys(
+    task: str,
+    arguments: Mapping[str, Any],
+    required: Collection[str],
+    known: Collection[str] | None,
+) -> None:
+    """A cheap guard for untyped callers; types are mypy's job and the worker's validation."""
+    if not isinstance(arguments, Mapping):
+        raise TypeError(f"task {task!r}: arguments must be a mapping, got {type(arguments).__name__}")
+    unknown = [] if known is None else sorted(key for key in arguments if key not in known)
+    if unknown:
+        raise TypeError(f"task {task!r}: unexpected argument(s) {', '.join(map(repr, unknown))}")
+    missing = sorted(key for key in required if key not in arguments)
+    if missing:
+        raise TypeError(f"task {task!r}: missing required argument(s) {', '.join(map(repr, missing))}")
