@@ -151,9 +151,7 @@ async def test_data_survives_a_stop_and_a_killed_server(scratch: Path) -> None:
     assert embedded.status(pgdata) is None
 
 
-async def test_tcp_is_opt_in_and_on_loopback(
-    scratch: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_tcp_is_opt_in_and_on_loopback(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pgdata = scratch / "tcp"
     port = _free_port()
     monkeypatch.setenv("AKADZE_EMBEDDED_PG_PORT", str(port))
@@ -167,9 +165,7 @@ async def test_tcp_is_opt_in_and_on_loopback(
     embedded.stop(pgdata)
 
 
-def test_missing_wheel_names_the_extra_to_install(
-    scratch: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_wheel_names_the_extra_to_install(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name: str, package: str | None = None) -> object:
