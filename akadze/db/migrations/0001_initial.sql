@@ -39,9 +39,6 @@ CREATE INDEX akadze_jobs_prune_idx
     ON akadze_jobs (finished_at)
     WHERE state IN ('succeeded', 'failed', 'cancelled');
 
-CREATE INDEX akadze_jobs_task_idx
-    ON akadze_jobs (task, id);
-
 -- Queue tables churn: vacuum early and leave room for HOT updates.
 ALTER TABLE akadze_jobs SET (
     fillfactor = 80,
