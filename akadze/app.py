@@ -21,6 +21,7 @@ from akadze.backoff import BackoffPolicy
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
+from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.job import Job, JobState
 from akadze.task import EnqueueHook, Task, TaskOptions, check_name
@@ -132,6 +133,7 @@ class Akadze:
             assert database_url is not None
             self._engine = create_engine(database_url, pool_size=pool_size or _DEFAULT_POOL_SIZE)
             self._owns_engine = True
+        self.raw_connections = RawConnections(self._engine, keep=2 if self._owns_engine else 0)
         self.grace = grace
         self.retention = retention
         self.max_args_bytes = max_args_bytes
@@ -155,6 +157,7 @@ class Akadze:
 
     async def dispose(self) -> None:
         """Close the engine if the app created it; a borrowed engine is left alone."""
+        await self.raw_connections.close()
         if self._owns_engine:
             await self._engine.dispose()
 

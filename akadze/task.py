@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from akadze.backoff import BackoffPolicy
 from akadze.codec import ArgsCodec
 from akadze.db.queries import NewJobs, Queries
+from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError
 from akadze.job import Job
 
@@ -122,7 +123,7 @@ class Task(Generic[P, R]):
         expires_at: datetime | None = None,
     ) -> TaskCall[P, R]:
         """Options for the jobs enqueued next; ``session`` joins the caller's transaction."""
-        return TaskCall(self, Placement(self.app.engine)).using(
+        return TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).using(
             session=session,
             delay=delay,
             run_at=run_at,
@@ -133,11 +134,15 @@ class Task(Generic[P, R]):
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Validate the arguments and insert one job (pydantic.ValidationError if invalid)."""
-        return await TaskCall(self, Placement(self.app.engine)).enqueue(*args, **kwargs)
+        return await TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).enqueue(
+            *args, **kwargs
+        )
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
-        return await TaskCall(self, Placement(self.app.engine)).enqueue_many(items)
+        return await TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).enqueue_many(
+            items
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,8 @@ class Placement:
     priority: int | None = None
     queue: str | None = None
     expires_at: datetime | None = None
+    #: where autocommit inserts get their connection (the app's, which keeps spares)
+    raw: RawConnections | None = None
 
     def merged(self, **options: Any) -> Placement:
         changes = {key: value for key, value in options.items() if value is not None}
@@ -248,10 +255,10 @@ async def insert_jobs(
     if hooks:
         async with placement.engine.begin() as conn:
             return await _insert(conn, new, payloads, hooks)
-    async with placement.engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        # autocommit on the driver connection: one statement, one round trip, no BEGIN/COMMIT
-        return await _insert(raw.driver_connection, new, payloads, ())
+    raw = placement.raw or RawConnections(placement.engine)
+    async with raw.connection() as conn:
+        # autocommit on the driver connection: one statement, no BEGIN/COMMIT
+        return await _insert(conn, new, payloads, ())
 
 
 async def _insert(

@@ -1,0 +1,58 @@
+"""Raw asyncpg connections from an engine's pool for single autocommit statements (enqueue).
+
+Checking a connection out through SQLAlchemy's AsyncConnection costs three greenlet switches,
+about as much as the insert itself; this checks out the pool's connection directly, and an app
+that owns its engine keeps a couple checked out between calls (per event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
+
+from akadze.db.errors import is_transient
+
+
+class RawConnections:
+    def __init__(self, engine: AsyncEngine, *, keep: int = 0) -> None:
+        self.engine = engine
+        self.keep = keep
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._spare: list[Any] = []
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """An asyncpg connection in autocommit; it goes back to the pool (or the spares) after."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # connections belong to the loop that opened them; those of an old loop are dropped
+            self._loop, self._spare = loop, []
+        fairy = (
+            self._spare.pop() if self._spare else await greenlet_spawn(self.engine.sync_engine.raw_connection)
+        )
+        healthy = True
+        try:
+            yield fairy.driver_connection
+        except BaseException as exc:
+            healthy = not is_transient(exc) and not isinstance(exc, asyncio.CancelledError)
+            if not healthy:
+                with contextlib.suppress(Exception):
+                    fairy.invalidate()
+            raise
+        finally:
+            if healthy and len(self._spare) < self.keep:
+                self._spare.append(fairy)
+            else:
+                await greenlet_spawn(fairy.close)
+
+    async def close(self) -> None:
+        spare, self._spare = self._spare, []
+        if self._loop is not None and self._loop is asyncio.get_running_loop():
+            for fairy in spare:
+                with contextlib.suppress(Exception):
+                    await greenlet_spawn(fairy.close)
