@@ -8,6 +8,7 @@ Only the arguments the caller gave are stored: an omitted one takes the worker's
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import math
@@ -75,6 +76,15 @@ class ArgsCodec:
                 f"task {self.task_name!r}: an argument contains a NUL character, "
                 "which PostgreSQL cannot store in JSON"
             )
+        if b"null" in payload:
+            # msgspec writes NaN and Infinity as null: such a job could never decode its
+            # arguments (or would get None), so it is refused here rather than stored
+            where = _non_finite(validated, "")
+            if where is not None:
+                raise ValueError(
+                    f"task {self.task_name!r}: argument {where or '(value)'} is NaN or infinite, "
+                    "which JSON cannot carry"
+                )
         return payload.decode()
 
     def decode(self, raw: str | bytes) -> dict[str, Any]:
@@ -85,6 +95,27 @@ class ArgsCodec:
     @property
     def fingerprint(self) -> str:
         return schema_fingerprint(self.adapter.json_schema())
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The path of the first NaN or infinite float inside ``value``, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, Mapping):
+        items: Any = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    elif isinstance(value, pydantic.BaseModel):
+        items = ((f"{path}.{key}", item) for key, item in value.__dict__.items())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = ((f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return None
+    for where, item in items:
+        found = _non_finite(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 def build_codec(
