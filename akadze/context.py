@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from akadze.db.queries import Ended, Queries
+from akadze.db.queries import Ended, Queries, Written
 from akadze.errors import LostOwnershipError, NotInRunError
+from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
 from akadze.outcomes import Completion
 
@@ -28,7 +29,7 @@ class RunContext:
     app: Akadze
     job: Job
     #: set once complete_tx() committed: the job as written, succeeded
-    completed: Job | None = field(default=None, init=False)
+    completed: Written | None = field(default=None, init=False)
 
     @asynccontextmanager
     async def complete_tx(self) -> AsyncIterator[AsyncConnection]:
@@ -54,16 +55,8 @@ class RunContext:
                 written = await Queries.complete_batch(conn, [ended])
                 if not written:
                     raise LostOwnershipError(job.id, job.run)
-                for hook in self.app.hooks.on_transition:
-                    await _call(hook(conn, written[0], JobState.RUNNING, JobState.SUCCEEDED))
+                await transitions_written(self.app.hooks.on_transition, conn, written, JobState.RUNNING)
             self.completed = written[0]
-
-
-async def _call(outcome: object) -> None:
-    import inspect
-
-    if inspect.isawaitable(outcome):
-        await outcome
 
 
 def current() -> RunContext:

@@ -71,6 +71,19 @@ def row_to_job(row: Mapping[str, Any]) -> Job:
 
 
 @dataclass(frozen=True, slots=True)
+class Written:
+    """What complete_batch wrote: enough to log the transition (the run's fencing token too)."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    attempt: int
+    run: int
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class NewJobs:
     """What enqueue writes besides the arguments: the task's options after using(...)."""
 
@@ -116,7 +129,7 @@ class Queries:
         return [row_to_job(row) for row in rows]
 
     @staticmethod
-    async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Job]:
+    async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Written]:
         """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
         params: dict[str, Any] = {
             "max_errors": MAX_ERRORS,
@@ -130,6 +143,14 @@ class Queries:
             "cancellable": [e.completion.cancellable for e in ended],
         }
         rows = await _fetch(conn, statement("complete_batch"), params)
+        return [
+            Written(r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"])
+            for r in rows
+        ]
+
+    @staticmethod
+    async def get_jobs(conn: Connection, ids: Sequence[int]) -> list[Job]:
+        rows = await _fetch(conn, statement("get_jobs"), {"ids": list(ids)})
         return [row_to_job(row) for row in rows]
 
     @staticmethod
@@ -211,6 +232,43 @@ class Queries:
             query = query.where(jobs.c.queue == queue)
         result = await conn.execute(query)
         return [row_to_job(row) for row in result.mappings()]
+
+    @staticmethod
+    async def last_schedule_runs(
+        conn: Connection, schedules: Sequence[str]
+    ) -> tuple[datetime, dict[str, datetime | None]]:
+        """The database's clock, and each schedule's newest fire time (None when it has none)."""
+        if not schedules:
+            raise ValueError("last_schedule_runs needs at least one schedule name")
+        rows = await _fetch(conn, statement("last_schedule_runs"), {"schedules": list(schedules)})
+        return rows[0]["now"], {row["schedule"]: row["fire_at"] for row in rows}
+
+    @staticmethod
+    async def fire_schedule(conn: Connection, schedule: str, fire_at: datetime, grace_s: float) -> bool:
+        """True when this transaction claimed the fire time: it must now enqueue its job."""
+        params = {"schedule": schedule, "fire_at": fire_at, "grace_s": grace_s}
+        return bool(await _fetch(conn, statement("fire_schedule"), params))
+
+    @staticmethod
+    async def set_schedule_run_job(conn: Connection, schedule: str, fire_at: datetime, job_id: int) -> None:
+        params = {"schedule": schedule, "fire_at": fire_at, "job_id": job_id}
+        await _execute(conn, statement("set_schedule_run_job"), params)
+
+    @staticmethod
+    async def prune_jobs(conn: Connection, *, retention_s: float, limit: int, lock_key: int) -> int | None:
+        """Rows deleted by one batch; None when another pruner holds the lock."""
+        params = {"retention_s": retention_s, "limit": limit, "lock_key": lock_key}
+        rows = await _fetch(conn, statement("prune_jobs"), params)
+        return int(rows[0]["deleted"]) if rows[0]["locked"] else None
+
+    @staticmethod
+    async def prune_schedule_runs(
+        conn: Connection, *, retention_s: float, limit: int, lock_key: int
+    ) -> int | None:
+        """Rows deleted by one batch; None when another pruner holds the lock."""
+        params = {"retention_s": retention_s, "limit": limit, "lock_key": lock_key}
+        rows = await _fetch(conn, statement("prune_schedule_runs"), params)
+        return int(rows[0]["deleted"]) if rows[0]["locked"] else None
 
 
 def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import signal
@@ -21,10 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from akadze import hooks
 from akadze.db.errors import is_transient
-from akadze.db.queries import Queries
+from akadze.db.queries import Queries, Written
 from akadze.job import Job, JobState
 from akadze.worker.completer import Completer
 from akadze.worker.connection import HeldConnection
@@ -169,9 +167,8 @@ class Worker:
             lost_after_s=self.lost_after_s,
         )
         self._heartbeat.start()
-        on_transition = self._call_transition_hooks if self.app.hooks.on_transition else None
         self._completer = Completer(
-            HeldConnection(self.app.engine), on_written=self._written, on_transition=on_transition
+            HeldConnection(self.app.engine), on_written=self._written, hooks=self.app.hooks.on_transition
         )
         background: list[asyncio.Task[None]] = [
             loop.create_task(_guard(service(self), service)) for service in self.services
@@ -264,7 +261,7 @@ class Worker:
         async with conn.begin():
             jobs = await Queries.claim(conn, self.queues, free, self.id)
             for job in jobs:
-                await self._call_transition_hooks(conn, job, JobState.QUEUED, job.state)
+                await hooks.transition(self.app.hooks.on_transition, conn, job, JobState.QUEUED)
         return jobs
 
     async def _sleep(self, seconds: float) -> None:
@@ -301,22 +298,13 @@ class Worker:
                         await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
                         await conn.commit()
 
-    def _written(self, jobs: Sequence[Job]) -> None:
+    def _written(self, jobs: Sequence[Written]) -> None:
         for job in jobs:
             duration = self._durations.pop(job.id, None)
             _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)
             if job.state is JobState.QUEUED and job.run_at <= datetime.now(UTC) + _SOON:
                 # a retry or snooze due about now: no NOTIFY announces it
                 self.wake()
-
-    async def _call_transition_hooks(
-        self, conn: object, job: Job, from_state: JobState, to_state: JobState
-    ) -> None:
-        assert isinstance(conn, AsyncConnection)
-        for hook in self.app.hooks.on_transition:
-            outcome = hook(conn, job, from_state, to_state)
-            if inspect.isawaitable(outcome):
-                await outcome
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
@@ -366,10 +354,9 @@ async def _guard(service: Awaitable[None], origin: Service) -> None:
 
 
 async def _rescue_service(worker: Worker) -> None:
-    on_transition = worker._call_transition_hooks if worker.app.hooks.on_transition else None
     while True:
         try:
-            await rescue_lost(worker.app.engine, on_transition)
+            await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
         except Exception as exc:
             logger.warning("rescue pass failed (%s)", type(exc).__name__)
         await asyncio.sleep(worker.rescue_interval_s)
@@ -396,3 +383,8 @@ def _log_transition_line(
             attempt,
             f"{duration * 1000:.1f}" if duration is not None else "-",
         )
+
+
+from akadze.worker import pruner, scheduler  # noqa: E402 (registered once extra_services exists)
+
+extra_services.extend([scheduler.scheduler_service(), pruner.pruner_service()])

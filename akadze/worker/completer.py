@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
-from akadze.db.queries import Ended, Queries
-from akadze.job import Job, JobState
+from akadze.db.queries import Ended, Queries, Written
+from akadze.hooks import transitions_written
+from akadze.job import JobState
 from akadze.outcomes import Completion
 from akadze.worker.connection import HeldConnection
 
+if TYPE_CHECKING:
+    from akadze.app import TransitionHook
+
 logger = logging.getLogger("akadze.worker")
 
-#: (written jobs) -> None: logs, on_transition hooks are run inside the write's transaction
-Written = Callable[[Sequence[Job]], None]
-TransitionCall = Callable[[object, Job, JobState, JobState], Awaitable[None]]
+#: called with what each write changed (for logs and wake-ups)
+OnWritten = Callable[[Sequence[Written]], None]
 
 
 class Completer:
@@ -30,13 +34,14 @@ class Completer:
         self,
         held: HeldConnection,
         *,
-        on_written: Written,
-        on_transition: TransitionCall | None,
+        on_written: OnWritten,
+        hooks: Sequence[TransitionHook] = (),
         max_batch: int = 500,
     ) -> None:
         self.held = held
         self.on_written = on_written
-        self.on_transition = on_transition
+        #: on_transition hooks: with any, each write is a transaction that runs them
+        self.hooks = hooks
         self.max_batch = max_batch
         self._pending: list[Ended] = []
         self._task: asyncio.Task[None] | None = None
@@ -72,7 +77,7 @@ class Completer:
 
     async def _write_durably(self, batch: list[Ended]) -> None:
         delay = 0.05
-        with_hooks = self.on_transition is not None
+        with_hooks = bool(self.hooks)
         replaced = False
         while True:
             try:
@@ -109,14 +114,13 @@ class Completer:
             self.on_written(written)
             return
 
-    async def _write(self, batch: list[Ended], with_hooks: bool) -> list[Job]:
-        if not with_hooks or self.on_transition is None:
+    async def _write(self, batch: list[Ended], with_hooks: bool) -> list[Written]:
+        if not with_hooks:
             return await Queries.complete_batch(await self.held.raw(), batch)
         conn = await self.held.get()
         async with conn.begin():
             written = await Queries.complete_batch(conn, batch)
-            for job in written:
-                await self.on_transition(conn, job, JobState.RUNNING, job.state)
+            await transitions_written(self.hooks, conn, written, JobState.RUNNING)
         return written
 
 

@@ -4,22 +4,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from akadze.db.queries import Ended, Queries
+from akadze.db.queries import Ended, Queries, Written
+from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
 from akadze.outcomes import RunEnd, decide
 
-logger = logging.getLogger("akadze.worker")
+if TYPE_CHECKING:
+    from akadze.app import TransitionHook
 
-TransitionCall = Callable[[object, Job, JobState, JobState], Awaitable[None]]
+logger = logging.getLogger("akadze.worker")
 
 
 async def rescue_lost(
-    engine: AsyncEngine, on_transition: TransitionCall | None, *, limit: int = 500
-) -> list[Job]:
+    engine: AsyncEngine, hooks: Sequence[TransitionHook] = (), *, limit: int = 500
+) -> list[Written]:
     """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
 
     Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
@@ -44,9 +47,7 @@ async def rescue_lost(
             for job in orphans
         ]
         written = await Queries.complete_batch(conn, ended)
-        if on_transition is not None:
-            for job in written:
-                await on_transition(conn, job, JobState.RUNNING, job.state)
+        await transitions_written(hooks, conn, written, JobState.RUNNING)
     for job in written:
         logger.warning(
             "job_id=%d task=%s queue=%s rescued from lost worker %s: state=%s attempt=%d",

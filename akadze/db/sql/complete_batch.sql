@@ -2,6 +2,7 @@
 -- (id, run) still owns a running job: a rescued or re-claimed job is left alone (fencing).
 -- A cancel request or expiry on the locked row turns a cancellable outcome into cancelled
 -- and gives the attempt back (spec: a running job that raises after a cancel ends cancelled).
+-- Returns a slim row per job written: a job's arguments are not sent back.
 UPDATE akadze_jobs AS j
 SET
     state = CASE
@@ -45,4 +46,4 @@ FROM unnest(
 WHERE j.id = c.id
     AND j.run = c.run
     AND j.state = 'running'
-RETURNING j.*
+RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.run, j.run_at
