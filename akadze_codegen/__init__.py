@@ -1,0 +1,71 @@
+"""akadze codegen: typed producer clients for the tasks of a worker app.
+
+Pipeline: discover (import the app in a subprocess, walk the types) -> Manifest -> emit
+(libcst, deterministic bytes) -> write or compare. ``generate`` and ``check`` share every
+step up to the last one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from akadze_codegen.emit import render
+from akadze_codegen.extract import run_extract
+from akadze_codegen.problems import CodegenError, CodegenProblem
+from akadze_codegen.signature import Manifest, decode_manifest
+from akadze_codegen.write import GeneratedFile, Mismatch, compare, write
+
+__all__ = [
+    "CodegenError",
+    "CodegenProblem",
+    "GeneratedFile",
+    "Manifest",
+    "Mismatch",
+    "check",
+    "generate",
+    "load_manifest",
+    "render_files",
+]
+
+
+def load_manifest(app_path: str | None, from_manifest: Path | None = None) -> Manifest:
+    """The manifest from a file (no worker import) or from the app (in a subprocess)."""
+    if from_manifest is not None:
+        try:
+            return decode_manifest(from_manifest.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise CodegenError(
+                [CodegenProblem(str(from_manifest), f"cannot read the manifest: {exc}")]
+            ) from None
+    if not app_path:
+        raise CodegenError([CodegenProblem("akadze codegen", "no app given", "pass APP as module:attr")])
+    return run_extract(app_path)
+
+
+def render_files(out: Path, manifest: Manifest) -> dict[str, bytes]:
+    """The package's files in memory; the package is named after ``out``'s last component."""
+    package = out.resolve().name
+    if not package.isidentifier() or package.startswith("_"):
+        raise CodegenError(
+            [
+                CodegenProblem(
+                    str(out),
+                    f"{package!r} cannot be a package name",
+                    "the last component of --out must be a Python identifier",
+                )
+            ]
+        )
+    return render(manifest)
+
+
+def generate(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[GeneratedFile]:
+    """Write the package to ``out``; returns the files written (unchanged ones are not)."""
+    files = render_files(out, load_manifest(app_path, from_manifest))
+    written, _ = write(out, files)
+    return [GeneratedFile(path, path.read_bytes()) for path in written]
+
+
+def check(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[Mismatch]:
+    """What differs between ``out`` and a fresh generation; writes nothing."""
+    files = render_files(out, load_manifest(app_path, from_manifest))
+    return compare(out, files)

@@ -1,0 +1,164 @@
+"""IR type nodes -> libcst annotation expressions, plus the imports each one needs.
+
+Every import is aliased with a leading underscore (``typing as _t``), so a task, parameter or
+field named ``typing``, ``list`` or ``id`` cannot shadow it. A builtin that a module-level
+name does shadow is spelled ``_b.list`` (``import builtins as _b``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+import msgspec
+
+from akadze_codegen import nodes, signature as ir
+
+#: alias -> module, for every import generated code may need
+IMPORTS: dict[str, str] = {
+    "_abc": "collections.abc",
+    "_b": "builtins",
+    "_dt": "datetime",
+    "_decimal": "decimal",
+    "_enum": "enum",
+    "_t": "typing",
+    "_uuid": "uuid",
+    "_msgspec": "msgspec",
+    "_rt": "akadze.client",
+}
+#: aliases of the standard library (the first import group); the rest are third party
+STDLIB = frozenset({"_abc", "_b", "_dt", "_decimal", "_enum", "_t", "_uuid"})
+
+_PRIMS: dict[str, str] = {
+    "any": "_t.Any",
+    "bool": "bool",
+    "bytes": "bytes",
+    "date": "_dt.date",
+    "datetime": "_dt.datetime",
+    "decimal": "_decimal.Decimal",
+    "float": "float",
+    "int": "int",
+    "none": "None",
+    "str": "str",
+    "time": "_dt.time",
+    "timedelta": "_dt.timedelta",
+    "uuid": "_uuid.UUID",
+}
+_BUILTINS = frozenset({"bool", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"})
+_SEQ = {"list": "list", "set": "set", "frozenset": "frozenset", "sequence": "_abc.Sequence"}
+
+
+@dataclass
+class Scope:
+    """How names are spelled in one generated module (or class body)."""
+
+    #: mirror name -> how this module refers to it
+    ref: Callable[[str], str] = lambda name: name
+    #: builtin names that something in this module shadows
+    shadowed: frozenset[str] = frozenset()
+    #: aliases (keys of IMPORTS) used so far
+    imports: set[str] = field(default_factory=set)
+
+    def name(self, path: str) -> cst.Name | cst.Attribute:
+        head = path.split(".", 1)[0]
+        if head in IMPORTS:
+            self.imports.add(head)
+        elif head in _BUILTINS and head in self.shadowed:
+            self.imports.add("_b")
+            path = f"_b.{path}"
+        return nodes.dotted(path)
+
+
+def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
+    """The annotation expression of ``node`` in ``scope``."""
+    if isinstance(node, ir.Prim):
+        return scope.name(_PRIMS[node.name])
+    if isinstance(node, ir.Seq):
+        if node.kind == "tuple":
+            return nodes.subscript(scope.name("tuple"), [annotation(node.item, scope), cst.Ellipsis()])
+        return nodes.subscript(scope.name(_SEQ[node.kind]), [annotation(node.item, scope)])
+    if isinstance(node, ir.Tuple):
+        items = [annotation(item, scope) for item in node.items] or [cst.Tuple([])]
+        return nodes.subscript(scope.name("tuple"), items)
+    if isinstance(node, ir.Dict):
+        base = scope.name("_abc.Mapping" if node.mapping else "dict")
+        return nodes.subscript(base, [annotation(node.key, scope), annotation(node.value, scope)])
+    if isinstance(node, ir.Union):
+        return nodes.union([annotation(m, scope) for m in node.members])
+    if isinstance(node, ir.Lit):
+        return nodes.subscript(scope.name("_t.Literal"), [_literal(v, scope) for v in node.values])
+    if isinstance(node, ir.Ref):
+        base = nodes.dotted(scope.ref(node.name))
+        if not node.args:
+            return base
+        return nodes.subscript(base, [annotation(a, scope) for a in node.args])
+    if isinstance(node, ir.Var):
+        return nodes.dotted(node.name)
+    return nodes.subscript(scope.name("_t.Annotated"), [annotation(node.type, scope), meta(node.meta, scope)])
+
+
+def _literal(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
+    if isinstance(value, ir.EnumMember):
+        return nodes.dotted(f"{scope.ref(value.enum)}.{value.member}")
+    return nodes.literal(value)
+
+
+def literal_value(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
+    """A Literal's value as an expression (a mirror's kept default)."""
+    return _literal(value, scope)
+
+
+def meta(constraints: ir.Constraints, scope: Scope) -> cst.Call:
+    kwargs: list[tuple[str, cst.BaseExpression]] = []
+    for key, value in msgspec.structs.asdict(constraints).items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            kwargs.append((key, nodes.string(value)))
+        elif isinstance(value, bool):
+            kwargs.append((key, nodes.literal(value)))
+        else:
+            kwargs.append((key, nodes.number(value)))
+    return nodes.call(scope.name("_msgspec.Meta"), kwargs=kwargs)
+
+
+def referenced_names(node: ir.TypeNode) -> set[str]:
+    """Bare names an annotation of ``node`` mentions (to find what a class field would shadow)."""
+    if isinstance(node, ir.Prim):
+        return {_PRIMS[node.name].split(".", 1)[0]}
+    if isinstance(node, ir.Seq):
+        return {_SEQ.get(node.kind, "tuple").split(".", 1)[0]} | referenced_names(node.item)
+    if isinstance(node, ir.Tuple):
+        return {"tuple"}.union(*(referenced_names(i) for i in node.items))
+    if isinstance(node, ir.Dict):
+        head = "_abc" if node.mapping else "dict"
+        return {head} | referenced_names(node.key) | referenced_names(node.value)
+    if isinstance(node, ir.Union):
+        return set().union(*(referenced_names(m) for m in node.members))
+    if isinstance(node, ir.Lit):
+        return {"_t"} | {v.enum for v in node.values if isinstance(v, ir.EnumMember)}
+    if isinstance(node, ir.Ref):
+        return {node.name}.union(*(referenced_names(a) for a in node.args))
+    if isinstance(node, ir.Var):
+        return {node.name}
+    return {"_t", "_msgspec"} | referenced_names(node.type)
+
+
+def refs(node: ir.TypeNode) -> set[str]:
+    """Mirror names that ``node`` uses."""
+    if isinstance(node, ir.Ref):
+        return {node.name}.union(*(refs(a) for a in node.args))
+    if isinstance(node, ir.Seq):
+        return refs(node.item)
+    if isinstance(node, ir.Tuple):
+        return set().union(*(refs(i) for i in node.items))
+    if isinstance(node, ir.Dict):
+        return refs(node.key) | refs(node.value)
+    if isinstance(node, ir.Union):
+        return set().union(*(refs(m) for m in node.members))
+    if isinstance(node, ir.Lit):
+        return {v.enum for v in node.values if isinstance(v, ir.EnumMember)}
+    if isinstance(node, ir.Annotated):
+        return refs(node.type)
+    return set()

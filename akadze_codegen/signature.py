@@ -1,0 +1,215 @@
+"""The manifest: the intermediate representation between discovery and emission.
+
+Plain msgspec Structs, encoded to ``_manifest.json`` in the generated package. It holds
+everything rendering needs, so ``--from-manifest`` renders without importing the worker (nor
+pydantic). Type nodes are a tagged union (``"k"``); definitions another (``"kind"``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+#: bumped when the manifest's shape changes incompatibly
+FORMAT = 1
+
+#: names of the leaf types; "none" is None, "any" is typing.Any
+PrimName = Literal[
+    "any",
+    "bool",
+    "bytes",
+    "date",
+    "datetime",
+    "decimal",
+    "float",
+    "int",
+    "none",
+    "str",
+    "time",
+    "timedelta",
+    "uuid",
+]
+
+
+class Prim(msgspec.Struct, frozen=True, tag="prim", tag_field="k"):
+    name: PrimName
+
+
+class Seq(msgspec.Struct, frozen=True, tag="seq", tag_field="k"):
+    """list, set, frozenset, Sequence, or a tuple of any length (``tuple[T, ...]``)."""
+
+    kind: Literal["list", "set", "frozenset", "sequence", "tuple"]
+    item: TypeNode
+
+
+class Tuple(msgspec.Struct, frozen=True, tag="tuple", tag_field="k"):
+    items: list[TypeNode]
+
+
+class Dict(msgspec.Struct, frozen=True, tag="dict", tag_field="k"):
+    key: TypeNode
+    value: TypeNode
+    mapping: bool = False
+
+
+class Union(msgspec.Struct, frozen=True, tag="union", tag_field="k"):
+    members: list[TypeNode]
+
+
+class EnumMember(msgspec.Struct, frozen=True):
+    enum: str
+    member: str
+
+
+LiteralValue: TypeAlias = str | int | bool | EnumMember | None
+
+
+class Lit(msgspec.Struct, frozen=True, tag="literal", tag_field="k"):
+    values: list[LiteralValue]
+
+
+class Ref(msgspec.Struct, frozen=True, tag="ref", tag_field="k"):
+    """A mirrored definition by its mirror name, with type arguments when it is generic."""
+
+    name: str
+    args: list[TypeNode] = []
+
+
+class Var(msgspec.Struct, frozen=True, tag="var", tag_field="k"):
+    """A type parameter of the generic definition it appears in."""
+
+    name: str
+
+
+class Constraints(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What ``msgspec.Meta`` can carry; only checked by type checkers as documentation."""
+
+    gt: int | float | None = None
+    ge: int | float | None = None
+    lt: int | float | None = None
+    le: int | float | None = None
+    multiple_of: int | float | None = None
+    pattern: str | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    tz: bool | None = None
+
+
+class Annotated(msgspec.Struct, frozen=True, tag="annotated", tag_field="k"):
+    type: TypeNode
+    meta: Constraints
+
+
+TypeNode: TypeAlias = Prim | Seq | Tuple | Dict | Union | Lit | Ref | Var | Annotated
+
+
+class Field(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A field of a mirrored class: its Python name in the mirror and its name on the wire."""
+
+    name: str
+    wire: str
+    type: TypeNode
+    required: bool
+    #: the type is a one-value Literal and the worker defaults to it (a discriminator tag):
+    #: the mirror keeps that default, so the tag is always on the wire
+    literal_default: bool = False
+    #: the worker's default, for the docs only; never emitted as a value
+    default: str | None = None
+
+
+class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind"):
+    """A pydantic model or dataclass, mirrored as a keyword-only ``msgspec.Struct``."""
+
+    name: str
+    origin: str
+    source: Literal["pydantic", "dataclass"]
+    fields: list[Field]
+    type_params: list[str] = []
+
+
+class TypedDictDef(msgspec.Struct, frozen=True, tag="typeddict", tag_field="kind"):
+    name: str
+    origin: str
+    fields: list[Field]
+
+
+class NamedTupleDef(msgspec.Struct, frozen=True, tag="namedtuple", tag_field="kind"):
+    name: str
+    origin: str
+    fields: list[Field]
+
+
+class EnumDef(msgspec.Struct, frozen=True, tag="enum", tag_field="kind"):
+    """Members in declaration order; an alias (a duplicate value) is listed under its name."""
+
+    name: str
+    origin: str
+    base: Literal["enum", "str", "int", "strenum", "intenum", "flag", "intflag"]
+    members: list[tuple[str, str | int]]
+
+
+class NewTypeDef(msgspec.Struct, frozen=True, tag="newtype", tag_field="kind"):
+    name: str
+    origin: str
+    type: TypeNode
+
+
+Definition: TypeAlias = StructDef | TypedDictDef | NamedTupleDef | EnumDef | NewTypeDef
+
+
+class Param(msgspec.Struct, frozen=True, omit_defaults=True):
+    name: str
+    type: TypeNode
+    required: bool
+    default: str | None = None
+
+
+class TaskSignature(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One registered task, as producers see it."""
+
+    name: str
+    #: the attribute in the generated package (the name with non-identifier characters as _)
+    attr: str
+    #: the generated module (an included module's last component), or None for __init__
+    client: str | None
+    queue: str
+    priority: int
+    max_attempts: int
+    #: the worker's argument-schema fingerprint (akadze.codec.schema_fingerprint)
+    args_fp: str
+    params: list[Param]
+    #: the included module that registered the task, for the docs
+    module: str | None = None
+    doc: str | None = None
+
+
+class ClientModule(msgspec.Struct, frozen=True):
+    module: str
+    client: str
+
+
+#: the first key of _manifest.json, so --check can tell a generated manifest from a user's file
+NOTICE = "@generated by akadze codegen. DO NOT EDIT."
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    notice: str = NOTICE
+    format: int
+    #: the app path the clients were generated from (module:attr)
+    app: str
+    modules: list[ClientModule]
+    tasks: list[TaskSignature]
+    types: list[Definition]
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """Deterministic, human-diffable JSON (2-space indent, LF, final newline)."""
+    return msgspec.json.format(msgspec.json.encode(manifest), indent=2) + b"\n"
+
+
+def decode_manifest(raw: bytes | str) -> Manifest:
+    manifest = msgspec.json.decode(raw, type=Manifest)
+    if manifest.format != FORMAT:
+        raise ValueError(f"manifest format {manifest.format} is not supported (this akadze reads {FORMAT})")
+    return manifest
