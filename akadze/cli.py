@@ -19,7 +19,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from akadze.app import Akadze
-from akadze.db.errors import is_transient
+from akadze.db.errors import is_transient, sqlstate
 from akadze.errors import AkadzeError
 from akadze.job import Job, JobState
 
@@ -66,6 +66,9 @@ def _handled(fn: Callable[..., T]) -> Callable[..., T]:
             typer.echo(f"error: cannot reach the database ({exc}); check the database URL", err=True)
             raise typer.Exit(2) from None
         except Exception as exc:
+            if sqlstate(exc) == "42P01":
+                typer.echo("error: the akadze schema is missing: run `akadze db migrate`", err=True)
+                raise typer.Exit(2) from None
             if is_transient(exc):
                 typer.echo(
                     f"error: cannot reach the database ({type(exc).__name__}); check the database URL",
@@ -399,6 +402,11 @@ def codegen(
     code = run_codegen(path, out, check, from_manifest)
     if code:
         raise typer.Exit(code)
+
+
+from akadze.cli_schedules import schedules_app  # noqa: E402 (a command group of its own module)
+
+app.add_typer(schedules_app, name="schedules")
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from uuid import uuid4
 
 from akadze import hooks
 from akadze.db.errors import is_transient
-from akadze.db.queries import Queries, Written
+from akadze.db.queries import Ended, Queries, Written
 from akadze.job import Job, JobState
 from akadze.worker.completer import Completer
 from akadze.worker.connection import HeldConnection
@@ -298,7 +298,18 @@ class Worker:
                         await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
                         await conn.commit()
 
-    def _written(self, jobs: Sequence[Written]) -> None:
+    def _written(self, batch: Sequence[Ended], jobs: Sequence[Written]) -> None:
+        if len(jobs) < len(batch):
+            applied = {job.id for job in jobs}
+            for ended in batch:
+                if ended.job_id not in applied:
+                    self._durations.pop(ended.job_id, None)
+                    logger.warning(
+                        "job_id=%d run=%d outcome dropped: this run no longer owns the job "
+                        "(it was rescued after this worker was declared lost)",
+                        ended.job_id,
+                        ended.run,
+                    )
         for job in jobs:
             duration = self._durations.pop(job.id, None)
             _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("akadze.worker")
 
-#: called with what each write changed (for logs and wake-ups)
-OnWritten = Callable[[Sequence[Written]], None]
+#: called with each batch and what it changed (for logs and wake-ups); an outcome missing from
+#: the second list was fenced out: its run no longer owned the job
+OnWritten = Callable[[Sequence[Ended], Sequence[Written]], None]
 
 
 class Completer:
@@ -111,7 +112,7 @@ class Completer:
                     continue
                 logger.exception("job %d: could not record any outcome; it stays running", batch[0].job_id)
                 return
-            self.on_written(written)
+            self.on_written(batch, written)
             return
 
     async def _write(self, batch: list[Ended], with_hooks: bool) -> list[Written]:
