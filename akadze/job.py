@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 
 class JobState(enum.StrEnum):
@@ -25,17 +26,15 @@ class JobState(enum.StrEnum):
 _FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
-@dataclass(frozen=True, slots=True)
-class JobError:
+class JobError(msgspec.Struct, frozen=True):
     attempt: int
     at: str
     type: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A job row as the database last returned it.
+class Job(msgspec.Struct, frozen=True):
+    """A job row as the database last returned it (immutable; a msgspec Struct: cheap to build).
 
     ``attempt`` counts spent attempts (0 before any run). ``run`` is the fencing counter: it
     grows by one at every claim, and a write from an older run changes nothing.
@@ -47,7 +46,7 @@ class Job:
     queue: str
     state: JobState
     priority: int
-    args: dict[str, Any] = field(repr=False)
+    args: dict[str, Any]
     attempt: int
     max_attempts: int
     run: int
@@ -55,9 +54,18 @@ class Job:
     expires_at: datetime | None
     cancel_requested: bool
     errors: tuple[JobError, ...]
-    result: Any = field(repr=False)
+    result: Any
     worker_id: str | None
     args_fp: str | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    def __repr__(self) -> str:
+        # never the arguments or the result: they may hold secrets, and reprs end up in logs
+        return (
+            f"Job(id={self.id}, task={self.task!r}, queue={self.queue!r}, state={self.state.value!r}, "
+            f"attempt={self.attempt}/{self.max_attempts}, run={self.run}, run_at={self.run_at!r})"
+        )
+
+    __str__ = __repr__

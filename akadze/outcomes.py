@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass
 from datetime import timedelta
+
+import msgspec
 
 from akadze.backoff import BackoffPolicy, default_backoff, policy_delay
 from akadze.errors import ResultNotJson
@@ -99,8 +100,7 @@ class RunEnd(enum.Enum):
     UNDECODABLE = "undecodable"
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
+class Completion(msgspec.Struct, frozen=True):
     """The write that ends a run; applied only while ``(id, run)`` still owns the job."""
 
     state: JobState

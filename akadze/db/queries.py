@@ -8,14 +8,13 @@ autocommit). Both run the same statement text.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from akadze.codec import encode_json
 from akadze.db.sql import Statement, statement
 from akadze.db.tables import jobs
 from akadze.job import Job, JobError, JobState
@@ -70,8 +69,7 @@ def row_to_job(row: Mapping[str, Any]) -> Job:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(msgspec.Struct, frozen=True):
     """What complete_batch wrote: enough to log the transition (the run's fencing token too)."""
 
     id: int
@@ -83,8 +81,7 @@ class Written:
     run_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class NewJobs:
+class NewJobs(msgspec.Struct, frozen=True):
     """What enqueue writes besides the arguments: the task's options after using(...)."""
 
     task: str
@@ -97,8 +94,7 @@ class NewJobs:
     expires_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
-class Ended:
+class Ended(msgspec.Struct, frozen=True):
     """A run to end: its fencing token, the decided completion and the encoded result.
 
     The error entry's ``at`` is the database's clock at write time."""
@@ -131,17 +127,20 @@ class Queries:
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Written]:
         """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
-        params: dict[str, Any] = {
-            "max_errors": MAX_ERRORS,
-            "ids": [e.job_id for e in ended],
-            "runs": [e.run for e in ended],
-            "states": [e.completion.state.value for e in ended],
-            "attempts": [e.completion.attempt for e in ended],
-            "delays": [e.completion.delay_s for e in ended],
-            "results": [e.result for e in ended],
-            "errors": [_error_entry(e) for e in ended],
-            "cancellable": [e.completion.cancellable for e in ended],
-        }
+        rows_out = [
+            _CompletionRow(
+                e.job_id,
+                e.run,
+                e.completion.state.value,
+                e.completion.attempt,
+                e.completion.delay_s,
+                msgspec.Raw(e.result.encode()) if e.result is not None else None,
+                _error_entry(e),
+                e.completion.cancellable,
+            )
+            for e in ended
+        ]
+        params: dict[str, Any] = {"max_errors": MAX_ERRORS, "batch": _batch_encoder.encode(rows_out).decode()}
         rows = await _fetch(conn, statement("complete_batch"), params)
         return [
             Written(r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"])
@@ -285,8 +284,30 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
     }
 
 
-def _error_entry(ended: Ended) -> str | None:
+class _ErrorEntry(msgspec.Struct):
+    attempt: int
+    type: str
+    message: str
+
+
+class _CompletionRow(msgspec.Struct):
+    """One element of complete_batch's JSON batch; the names are the recordset's columns."""
+
+    id: int
+    run: int
+    state: str
+    attempt: int
+    delay_s: float | None
+    result: msgspec.Raw | None
+    error: _ErrorEntry | None
+    cancellable: bool
+
+
+_batch_encoder = msgspec.json.Encoder()
+
+
+def _error_entry(ended: Ended) -> _ErrorEntry | None:
     c = ended.completion
     if c.error_type is None:
         return None
-    return encode_json({"attempt": c.attempt, "type": c.error_type, "message": c.error_message or ""})
+    return _ErrorEntry(c.attempt, c.error_type, c.error_message or "")

@@ -142,19 +142,17 @@ async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) ->
         for hook in app.hooks.before_run:
             await _maybe_await(hook(job))
         timeout = task.options.timeout.total_seconds() if task.options.timeout else None
-        deadline = asyncio.timeout(timeout)
-        try:
-            async with deadline:
-                if task.is_async:
-                    value = await task.fn(**kwargs)
-                else:
-                    value = await _in_thread(task.fn, kwargs, f"akadze-job-{job.id}")
-                for hook in app.hooks.after_run:
-                    await _maybe_await(hook(job))
-        except TimeoutError:
-            if deadline.expired():
-                raise RunTimeout(f"the run exceeded its timeout of {timeout:g}s") from None
-            raise
+        if timeout is None:
+            value = await _body(app, task, job, kwargs)
+        else:
+            deadline = asyncio.timeout(timeout)
+            try:
+                async with deadline:
+                    value = await _body(app, task, job, kwargs)
+            except TimeoutError:
+                if deadline.expired():
+                    raise RunTimeout(f"the run exceeded its timeout of {timeout:g}s") from None
+                raise
     except asyncio.CancelledError:
         completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
         return RunOutcome(Ended(job.id, job.run, completion, None))
@@ -181,6 +179,17 @@ async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) ->
         policy=task.options.backoff,
     )
     return RunOutcome(Ended(job.id, job.run, completion, None))
+
+
+async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, Any]) -> Any:
+    """The task's function and the after_run hooks: what the timeout covers."""
+    if task.is_async:
+        value = await task.fn(**kwargs)
+    else:
+        value = await _in_thread(task.fn, kwargs, f"akadze-job-{job.id}")
+    for hook in app.hooks.after_run:
+        await _maybe_await(hook(job))
+    return value
 
 
 def _after_commit(job: Job, value: Any, error: BaseException | None) -> RunOutcome:

@@ -2,6 +2,7 @@
 -- (id, run) still owns a running job: a rescued or re-claimed job is left alone (fencing).
 -- A cancel request or expiry on the locked row turns a cancellable outcome into cancelled
 -- and gives the attempt back (spec: a running job that raises after a cancel ends cancelled).
+-- The batch travels as one JSON array (encoded by msgspec: cheaper than eight typed arrays).
 -- Returns a slim row per job written: a job's arguments are not sent back.
 UPDATE akadze_jobs AS j
 SET
@@ -33,16 +34,16 @@ SET
         )
     END,
     worker_id = NULL
-FROM unnest(
-    CAST(:ids AS bigint[]),
-    CAST(:runs AS integer[]),
-    CAST(:states AS text[]),
-    CAST(:attempts AS integer[]),
-    CAST(:delays AS double precision[]),
-    CAST(:results AS jsonb[]),
-    CAST(:errors AS jsonb[]),
-    CAST(:cancellable AS boolean[])
-) AS c(id, run, state, attempt, delay_s, result, error, cancellable)
+FROM jsonb_to_recordset(CAST(:batch AS jsonb)) AS c(
+    id bigint,
+    run integer,
+    state text,
+    attempt integer,
+    delay_s double precision,
+    result jsonb,
+    error jsonb,
+    cancellable boolean
+)
 WHERE j.id = c.id
     AND j.run = c.run
     AND j.state = 'running'
