@@ -1,0 +1,132 @@
+"""Deletes what retention no longer keeps: finished jobs and schedule runs older than
+``app.retention``, in small batches, by one worker at a time.
+
+Each batch is one statement and its own short transaction. It takes a transaction-scoped
+advisory lock with a try (no session state, so it passes PgBouncer in transaction mode, and
+the lock goes with the commit), and skips rows that anyone else holds (SKIP LOCKED), so a
+pruner never waits on a worker, never makes a worker wait long, and never deadlocks with
+another pruner. A worker that finds the lock taken leaves the pass to the holder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from akadze.db.errors import is_transient
+from akadze.db.queries import Queries
+
+if TYPE_CHECKING:
+    from akadze.worker import Service, Worker
+
+logger = logging.getLogger("akadze.pruner")
+
+#: seconds between pruning passes of one worker (each jittered by up to a tenth)
+INTERVAL_S = 60.0
+#: the first pass waits a random part of this many seconds, so a fleet started at once spreads
+FIRST_DELAY_S = 10.0
+#: rows deleted per statement: small enough that no lock is held for long
+BATCH_SIZE = 1000
+#: seconds to pause between batches, leaving the database to the workers' own statements
+BATCH_PAUSE_S = 0.0
+#: pg_try_advisory_xact_lock key of the pruner: "akadzep" as an integer
+LOCK_KEY = 0x616B61647A6570
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one pass deleted; ``yielded`` when another worker was pruning and this one stopped."""
+
+    jobs: int
+    schedule_runs: int
+    yielded: bool
+    seconds: float
+
+
+async def prune(
+    engine: AsyncEngine,
+    retention: timedelta,
+    *,
+    batch_size: int = BATCH_SIZE,
+    batch_pause_s: float = BATCH_PAUSE_S,
+) -> Pruned:
+    """One pass: delete finished jobs, then schedule runs, older than ``retention``, until none
+    is left or another pruner holds the lock. Batches commit one by one."""
+    started = time.monotonic()
+    retention_s = retention.total_seconds()
+    counts: list[int] = []
+    yielded = False
+    for batch in (Queries.prune_jobs, Queries.prune_schedule_runs):
+        deleted, yielded = await _drain(engine, batch, retention_s, batch_size, batch_pause_s)
+        counts.append(deleted)
+        if yielded:
+            break
+    counts += [0] * (2 - len(counts))
+    return Pruned(counts[0], counts[1], yielded, time.monotonic() - started)
+
+
+def pruner_service(
+    *,
+    interval_s: float = INTERVAL_S,
+    first_delay_s: float = FIRST_DELAY_S,
+    batch_size: int = BATCH_SIZE,
+    batch_pause_s: float = BATCH_PAUSE_S,
+    rng: random.Random | None = None,
+) -> Service:
+    """The worker service that prunes; the defaults are what workers run with."""
+    jitter = rng or random.Random()  # noqa: S311 (jitter, not crypto)
+
+    async def pruner(worker: Worker) -> None:
+        app = worker.app
+        await asyncio.sleep(jitter.uniform(0.0, first_delay_s))
+        while True:
+            try:
+                pruned = await prune(
+                    app.engine, app.retention, batch_size=batch_size, batch_pause_s=batch_pause_s
+                )
+            except Exception as exc:
+                if is_transient(exc):
+                    logger.warning("prune pass failed (%s)", type(exc).__name__)
+                else:
+                    logger.exception("prune pass failed")
+            else:
+                if pruned.jobs or pruned.schedule_runs:
+                    logger.info(
+                        "pruned %d finished jobs and %d schedule runs older than %s in %.1fs",
+                        pruned.jobs,
+                        pruned.schedule_runs,
+                        app.retention,
+                        pruned.seconds,
+                    )
+            await asyncio.sleep(interval_s * jitter.uniform(0.9, 1.1))
+
+    return pruner
+
+
+Batch = Callable[..., Awaitable[int | None]]
+
+
+async def _drain(
+    engine: AsyncEngine, batch: Batch, retention_s: float, batch_size: int, batch_pause_s: float
+) -> tuple[int, bool]:
+    total = 0
+    async with engine.connect() as conn:
+        while True:
+            deleted = await batch(conn, retention_s=retention_s, limit=batch_size, lock_key=LOCK_KEY)
+            # each batch commits on its own: its row locks and the advisory lock go at once
+            await conn.commit()
+            if deleted is None:
+                return total, True
+            total += deleted
+            if deleted < batch_size:
+                return total, False
+            if batch_pause_s:
+                await asyncio.sleep(batch_pause_s)
