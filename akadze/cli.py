@@ -411,3 +411,7 @@ app.add_typer(schedules_app, name="schedules")
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()
