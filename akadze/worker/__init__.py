@@ -258,10 +258,18 @@ class Worker:
 
     async def _claim_with_hooks(self, free: int) -> list[Job]:
         conn = await self._claim.get()
-        async with conn.begin():
-            jobs = await Queries.claim(conn, self.queues, free, self.id)
-            for job in jobs:
-                await hooks.transition(self.app.hooks.on_transition, conn, job, JobState.QUEUED)
+        try:
+            async with conn.begin():
+                jobs = await Queries.claim(conn, self.queues, free, self.id)
+                for job in jobs:
+                    await hooks.transition(self.app.hooks.on_transition, conn, job, JobState.QUEUED)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            # as for completions: a broken hook must not stop the queue. The claim and the
+            # hook's writes rolled back together; the jobs are claimed again without hooks.
+            logger.exception("an on_transition hook failed at claim; claiming without hooks")
+            return await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
         return jobs
 
     async def _sleep(self, seconds: float) -> None:
