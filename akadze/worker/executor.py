@@ -4,6 +4,7 @@ the timeout, and the outcome -> completion decision. Never raises; returns what 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import logging
@@ -92,13 +93,19 @@ def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> 
         else:
             future.set_result(value)
 
+    def hand_over(value: Any, error: BaseException | None) -> None:
+        # a thread abandoned by its timeout may end after the worker's loop closed: nobody
+        # waits for it any more, and that is no error
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
     def target() -> None:
         try:
             value = context.run(fn, **kwargs)
         except BaseException as exc:  # handed to the loop: the run's error
-            loop.call_soon_threadsafe(settle, None, exc)
+            hand_over(None, exc)
         else:
-            loop.call_soon_threadsafe(settle, value, None)
+            hand_over(value, None)
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return future
