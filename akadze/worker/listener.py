@@ -54,7 +54,14 @@ class Listener:
                     self._probed.clear()
                     await raw.add_listener(CHANNEL, self._on_notify)
                     raw.add_termination_listener(self._on_terminate)
-                    await raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
+                    # The probe comes from another session: behind a pooler in transaction mode a
+                    # NOTIFY sent on the listening connection runs on the server connection that
+                    # holds the LISTEN and comes straight back, so the probe would pass although
+                    # no other session's notification ever reaches this one.
+                    async with self.engine.connect() as sender:
+                        sender_raw = (await sender.get_raw_connection()).driver_connection
+                        assert sender_raw is not None
+                        await sender_raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
                     try:
                         await asyncio.wait_for(self._probed.wait(), timeout=3)
                     except TimeoutError:
