@@ -31,7 +31,8 @@ logger = logging.getLogger("akadze.pruner")
 
 #: seconds between pruning passes of one worker (each jittered by up to a tenth)
 INTERVAL_S = 60.0
-#: the first pass waits a random part of this many seconds, so a fleet started at once spreads
+#: by default the first pass waits a random part of this many seconds, so a fleet started at
+#: once spreads its first passes
 FIRST_DELAY_S = 10.0
 #: rows deleted per statement: small enough that no lock is held for long
 BATCH_SIZE = 1000
@@ -76,17 +77,24 @@ async def prune(
 def pruner_service(
     *,
     interval_s: float = INTERVAL_S,
-    first_delay_s: float = FIRST_DELAY_S,
+    first_delay_s: float | None = None,
     batch_size: int = BATCH_SIZE,
     batch_pause_s: float = BATCH_PAUSE_S,
     rng: random.Random | None = None,
 ) -> Service:
-    """The worker service that prunes; the defaults are what workers run with."""
+    """The worker service that prunes; the defaults are what workers run with.
+
+    Args:
+        interval_s: seconds between passes (each jittered by up to a tenth).
+        first_delay_s: seconds before the first pass; by default a random part of FIRST_DELAY_S.
+        batch_size: rows deleted per statement.
+        batch_pause_s: seconds to pause between batches.
+    """
     jitter = rng or random.Random()  # noqa: S311 (jitter, not crypto)
 
     async def pruner(worker: Worker) -> None:
         app = worker.app
-        await asyncio.sleep(jitter.uniform(0.0, first_delay_s))
+        await asyncio.sleep(jitter.uniform(0.0, FIRST_DELAY_S) if first_delay_s is None else first_delay_s)
         while True:
             try:
                 pruned = await prune(
