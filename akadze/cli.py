@@ -106,6 +106,10 @@ def load_app(path: str) -> Akadze:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         _fail(2, f"error: cannot import {module_name!r} for app {path!r}: {exc}")
+    except AkadzeError as exc:
+        _fail(2, f"error: importing {module_name!r} failed: {exc}")
+    except Exception as exc:  # the user's module raised while importing: say where, briefly
+        _fail(2, f"error: importing {module_name!r} raised {type(exc).__name__}: {exc}")
     target = getattr(module, attr, None)
     if target is None:
         _fail(2, f"error: module {module_name!r} has no attribute {attr!r}")
