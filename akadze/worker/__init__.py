@@ -288,6 +288,12 @@ class Worker:
         started = time.monotonic()
         try:
             outcome: RunOutcome = await execute(self.app, job, drift_seen=self._drift_seen)
+            if outcome.ended is None and outcome.committed_result is not None:
+                # stored while the run still holds its slot, so a stop or a burst waits for it
+                with contextlib.suppress(Exception):
+                    async with self.app.engine.connect() as conn:
+                        await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
+                        await conn.commit()
         finally:
             self._running.pop(job.id, None)
             self.runs += 1
@@ -300,11 +306,6 @@ class Worker:
             _log_transition_line(
                 job.id, job.task, job.queue, "succeeded", job.attempt, time.monotonic() - started
             )
-            if outcome.committed_result is not None:
-                with contextlib.suppress(Exception):
-                    async with self.app.engine.connect() as conn:
-                        await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
-                        await conn.commit()
 
     def _written(self, batch: Sequence[Ended], jobs: Sequence[Written]) -> None:
         if len(jobs) < len(batch):

@@ -1,0 +1,1 @@
+"""akadze's benchmark harness: `python -m bench` (see bench/README.md)."""

@@ -1,0 +1,123 @@
+"""akadze through its public API, run with the interpreter that runs ``python -m bench``.
+
+``Akadze(database_url=dsn)`` with its default pool; ``await app.migrate()`` installs the schema;
+``task.enqueue(i=...)`` and ``task.enqueue_many([...])``. Worker: ``Worker(app, slots=c)``;
+``run(burst=True)`` for the drain (returns once no ready job is left), ``run()`` and
+``stop()`` (graceful) for the latency step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+from benchproto import Control, Recorder, emit, paced_producer, run, timed_batches, timed_single
+
+import akadze
+from akadze import Akadze
+from akadze.worker import Worker
+
+_recorder: Recorder | None = None
+
+
+def _app(dsn: str) -> tuple[Akadze, Any]:
+    app = Akadze(database_url=dsn)
+
+    @app.task("bench.noop", queue="default")
+    async def noop(i: int, t: float | None = None) -> None:
+        assert _recorder is not None
+        _recorder.job({"i": i, "t": t})
+
+    return app, noop
+
+
+def info() -> dict[str, Any]:
+    return {"library": "akadze", "version": getattr(akadze, "__version__", "?")}
+
+
+async def install(req: dict[str, Any]) -> dict[str, Any]:
+    app, _ = _app(req["dsn"])
+    try:
+        await app.migrate()
+    finally:
+        await app.dispose()
+    return {}
+
+
+async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
+    conn = await asyncpg.connect(req["dsn"])
+    try:
+        n = await conn.fetchval(
+            "SELECT count(*) FROM akadze_jobs WHERE state IN ('queued', 'running')"
+        )
+    finally:
+        await conn.close()
+    return {"unfinished": n}
+
+
+async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
+    app, noop = _app(req["dsn"])
+    try:
+        return await timed_single(lambda i: noop.enqueue(i=i), req["jobs"])
+    finally:
+        await app.dispose()
+
+
+async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
+    app, noop = _app(req["dsn"])
+    try:
+        return await timed_batches(
+            lambda ids: noop.enqueue_many([{"i": i} for i in ids]), req["jobs"], req["batch"]
+        )
+    finally:
+        await app.dispose()
+
+
+async def produce(req: dict[str, Any]) -> dict[str, Any]:
+    app, noop = _app(req["dsn"])
+    try:
+        return await paced_producer(lambda a: noop.enqueue(**a), req["jobs"], req["rate"])
+    finally:
+        await app.dispose()
+
+
+async def worker(req: dict[str, Any]) -> dict[str, Any]:
+    global _recorder
+    control = Control()
+    rec = _recorder = Recorder(req["expect"])
+    app, _ = _app(req["dsn"])
+    w = Worker(app, queues=None, slots=int(req["slots"]))
+    try:
+        emit("ready")
+        if req["mode"] == "drain":
+            run_task = asyncio.create_task(w.run(burst=True))
+            stop_wait = asyncio.ensure_future(control.stop.wait())
+            await asyncio.wait({run_task, stop_wait}, return_when="FIRST_COMPLETED")
+        else:
+            run_task = asyncio.create_task(w.run())
+            done_wait = asyncio.ensure_future(rec.done.wait())
+            stop_wait = asyncio.ensure_future(control.stop.wait())
+            await asyncio.wait({run_task, done_wait, stop_wait}, return_when="FIRST_COMPLETED")
+        if not run_task.done():
+            w.stop()
+        await run_task
+        returned = time.perf_counter()
+    finally:
+        await app.dispose()
+    return rec.summary(returned)
+
+
+if __name__ == "__main__":
+    run(
+        {
+            "install": install,
+            "unfinished": unfinished,
+            "enqueue_single": enqueue_single,
+            "enqueue_batch": enqueue_batch,
+            "produce": produce,
+            "worker": worker,
+        },
+        info,
+    )

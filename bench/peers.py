@@ -1,0 +1,66 @@
+"""The systems the bench runs, and how each one is started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+ADAPTERS_DIR = BENCH_DIR / "adapters"
+PINS_DIR = BENCH_DIR / "pins"
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str  # database bench_<name>, log names, --peers
+    label: str  # the row label in the report
+    adapter: str  # script under bench/adapters
+    venv: str | None  # venv under bench/.venvs built from bench/pins/<venv>.txt; None: this python
+    worker_options: dict[str, Any] = field(default_factory=dict)
+    min_python: tuple[int, int] = (3, 11)
+    note: str = ""
+
+    @property
+    def script(self) -> Path:
+        return ADAPTERS_DIR / self.adapter
+
+    @property
+    def pins(self) -> Path | None:
+        return PINS_DIR / f"{self.venv}.txt" if self.venv else None
+
+
+PEERS: dict[str, Peer] = {
+    p.name: p
+    for p in [
+        Peer(
+            "akadze",
+            "akadze",
+            "adapter_akadze.py",
+            None,
+            note="runs with the interpreter that runs `python -m bench` (the repo's .venv)",
+        ),
+        Peer(
+            "raw",
+            "raw asyncpg, k=50",
+            "adapter_raw.py",
+            "raw",
+            {"k": 50},
+            note="c loops, one connection each, claim up to 50 per statement, complete per batch",
+        ),
+        Peer(
+            "raw_k1",
+            "raw asyncpg, k=1",
+            "adapter_raw.py",
+            "raw",
+            {"k": 1},
+            note="as raw but one job per claim (one claim + one completion transaction per job)",
+        ),
+        Peer("pgqueuer", "pgqueuer", "adapter_pgqueuer.py", "pgqueuer"),
+        Peer("procrastinate", "procrastinate", "adapter_procrastinate.py", "procrastinate"),
+        Peer("oban", "oban (Python, OSS)", "adapter_oban.py", "oban", min_python=(3, 12)),
+    ]
+}
+
+DEFAULT_PEERS = ["akadze", "raw", "pgqueuer", "procrastinate", "oban"]
