@@ -1,0 +1,44 @@
+"""Correct calls to generated clients: ``mypy --strict`` accepts them; reveal_type is pinned."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import reveal_type
+
+from registration import mail
+from sqlalchemy.ext.asyncio import AsyncConnection
+from wire import kinds, shipping
+
+
+async def right_calls(conn: AsyncConnection) -> None:
+    job = await mail.mail_notify.using(session=conn, delay=timedelta(seconds=5)).enqueue(user_id=5)
+    reveal_type(job)
+    reveal_type(mail.mail_notify.using(session=conn))
+    reveal_type(await mail.mail_notify.enqueue_many([{"user_id": 1}, {"user_id": 2, "message": "x"}]))
+    await shipping.ship_pages.enqueue(
+        addresses=shipping.Page(items=[]),
+        numbers=shipping.Page[int](items=[1, 2]),
+        box=shipping.Box(item=1),
+        boxes=[shipping.Box(item="a", label="b")],
+    )
+    await kinds.kinds_numbers.using(priority=1, queue="other").enqueue(
+        price=kinds.Price(amount=Decimal("1.50"), id=uuid.uuid4()),
+        plain=Decimal(1),
+        uid=uuid.uuid4(),
+        positive=1,
+        small=3,
+        code="ABC",
+    )
+    await kinds.kinds_aliases.enqueue(user=kinds.UserId(5), ids=[], scores={"a": 1.0}, either="x")
+    await kinds.kinds_times.using(run_at=datetime.now(UTC)).enqueue(
+        blob=kinds.Blob(data=b"\x00"),
+        raw=b"",
+        aware=datetime.now(UTC),
+        naive=datetime(2024, 1, 1),
+        day=datetime.now(UTC).date(),
+        at=datetime.now(UTC).time(),
+        wait=timedelta(minutes=1),
+        when=datetime.now(UTC),
+    )
