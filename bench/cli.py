@@ -32,33 +32,42 @@ def log(msg: str) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    ap.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres",
-                    help="maintenance database; each peer gets bench_<peer> on the same server")
+    ap.add_argument(
+        "--dsn",
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        help="maintenance database; each peer gets bench_<peer> on the same server",
+    )
     ap.add_argument("--repeat", type=int, default=None, help="interleaved repeats (default 3)")
     ap.add_argument("--jobs", type=int, default=None, help="jobs per enqueue/drain step (20000)")
     ap.add_argument("--batch", type=int, default=1000, help="jobs per batch enqueue call")
     ap.add_argument("--latency-jobs", type=int, default=500)
     ap.add_argument("--latency-rate", type=float, default=100.0, help="jobs/s for latency")
-    ap.add_argument("--peers", default=",".join(DEFAULT_PEERS),
-                    help=f"comma list from {', '.join(PEERS)}")
+    ap.add_argument("--peers", default=",".join(DEFAULT_PEERS), help=f"comma list from {', '.join(PEERS)}")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma list from {', '.join(STEPS)}")
     ap.add_argument("--no-codec", action="store_true", help="skip the codec micro-benchmark")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: 2,000 jobs, 1 repeat; writes bench/results/quick.* only")
-    ap.add_argument("--output", type=Path, default=None,
-                    help="Markdown file to regenerate (default docs/performance.md; "
-                         "bench/results/quick.md with --quick)")
-    ap.add_argument("--peer-python", default=None,
-                    help="interpreter for the peer venvs (default: a Python 3.12)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 2,000 jobs, 1 repeat; writes bench/results/quick.* only",
+    )
+    ap.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="Markdown file to regenerate (default docs/performance.md; bench/results/quick.md with --quick)",
+    )
+    ap.add_argument(
+        "--peer-python", default=None, help="interpreter for the peer venvs (default: a Python 3.12)"
+    )
     args = ap.parse_args(argv)
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.jobs = args.jobs or (2000 if args.quick else 20000)
     return args
 
 
-async def prepare_peers(names: list[str], peer_python: str | None) -> tuple[
-    dict[str, str], dict[str, dict[str, Any]], dict[str, str]
-]:
+async def prepare_peers(
+    names: list[str], peer_python: str | None
+) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, str]]:
     """Build venvs, ask every adapter for its versions. Returns pythons, infos, skipped."""
     pythons: dict[str, str] = {}
     infos: dict[str, dict[str, Any]] = {}
@@ -79,8 +88,12 @@ async def prepare_peers(names: list[str], peer_python: str | None) -> tuple[
                 assert peer.pins is not None
                 python = await asyncio.to_thread(ensure_venv, peer.venv, peer.pins, base, log)
             info = await call(
-                python, peer.script, {"cmd": "info", "dsn": ""},
-                BENCH_DIR / "logs" / f"{name}.info.log", with_repo=peer.venv is None, timeout=120,
+                python,
+                peer.script,
+                {"cmd": "info", "dsn": ""},
+                BENCH_DIR / "logs" / f"{name}.info.log",
+                with_repo=peer.venv is None,
+                timeout=120,
             )
             info.pop("event", None)
             pythons[name], infos[name] = python, info
@@ -94,7 +107,10 @@ async def prepare_peers(names: list[str], peer_python: str | None) -> tuple[
 def run_codec(repeat: int) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.codec_bench", "--json"],
-        capture_output=True, text=True, cwd=REPO_DIR, timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=REPO_DIR,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
     )
     if proc.returncode != 0:
@@ -137,13 +153,11 @@ async def main_async(args: argparse.Namespace) -> int:
                 for peer in active[shift:] + active[:shift]:
                     rec = await runner.run(step, peer, rep)
                     records.append(rec)
-                    log(f"rep {rep + 1}/{args.repeat} {step:<14} {peer.name:<13} "
-                        + describe(rec))
+                    log(f"rep {rep + 1}/{args.repeat} {step:<14} {peer.name:<13} " + describe(rec))
             if not args.no_codec:
                 codec = await asyncio.to_thread(run_codec, rep)
                 codec_runs.append(codec)
-                log(f"rep {rep + 1}/{args.repeat} codec          "
-                    + (codec.get("skipped") or "ok"))
+                log(f"rep {rep + 1}/{args.repeat} codec          " + (codec.get("skipped") or "ok"))
     finally:
         await admin.close()
 
@@ -170,7 +184,7 @@ async def main_async(args: argparse.Namespace) -> int:
     }
     data = {"meta": meta, "records": records, "codec": codec_runs}
 
-    from bench import report  # noqa: PLC0415  (only needed at the end)
+    from bench import report  # imported late: only the end of a run needs it
 
     base = RESULTS_DIR / ("quick" if args.quick else "performance")
     out_md = args.output or (RESULTS_DIR / "quick.md" if args.quick else DOC)
@@ -179,9 +193,11 @@ async def main_async(args: argparse.Namespace) -> int:
     png = base.with_suffix(".png")
     chart_ok = report.draw_chart(data, base.with_suffix(".json"), png, log)
     report.write_markdown(data, out_md, png if chart_ok else None)
-    log(f"wrote {out_md.relative_to(REPO_DIR) if out_md.is_relative_to(REPO_DIR) else out_md}"
+    log(
+        f"wrote {out_md.relative_to(REPO_DIR) if out_md.is_relative_to(REPO_DIR) else out_md}"
         f" and {base.with_suffix('.json').relative_to(REPO_DIR)}"
-        f" in {meta['duration_s'] / 60:.1f} min")
+        f" in {meta['duration_s'] / 60:.1f} min"
+    )
     failed = [r for r in records if not r.get("ok")]
     return 1 if failed and len(failed) == len(records) else 0
 

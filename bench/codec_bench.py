@@ -90,8 +90,12 @@ class PlaceOrderArgs(pydantic.BaseModel):
 def sample_kwargs() -> dict[str, Any]:
     tz = dt.UTC
     lines = [
-        Line(sku=f"SKU-{n:05d}", quantity=n % 7 + 1, unit_price=Decimal(f"{n}.{n % 100:02d}"),
-             discount=Decimal("0.10") if n % 3 == 0 else None)
+        Line(
+            sku=f"SKU-{n:05d}",
+            quantity=n % 7 + 1,
+            unit_price=Decimal(f"{n}.{n % 100:02d}"),
+            discount=Decimal("0.10") if n % 3 == 0 else None,
+        )
         for n in range(20)
     ]
     return {
@@ -159,9 +163,7 @@ def run(rounds: int = 25, round_s: float = 0.02) -> dict[str, Any]:
     back = codec.decode(codec.encode(kwargs))
     assert back == kwargs, "akadze codec round trip changed the arguments"
     assert isinstance(back["window"], Window) and isinstance(back["lines"][0], Line)
-    model_back = PlaceOrderArgs.model_validate_json(
-        PlaceOrderArgs.model_validate(kwargs).model_dump_json()
-    )
+    model_back = PlaceOrderArgs.model_validate_json(PlaceOrderArgs.model_validate(kwargs).model_dump_json())
     assert dict(model_back) == kwargs, "pydantic round trip changed the arguments"
 
     def p_encode() -> str:
@@ -219,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{'codec':<16} {'encode µs':>10} {'decode µs':>10} {'round trip µs':>14} {'bytes':>6}")
     for name, r in out["results"].items():
-        print(f"{name:<16} {r['encode_us']:>10.1f} {r['decode_us']:>10.1f} "
-              f"{r['roundtrip_us']:>14.1f} {r['bytes']:>6}")
+        print(
+            f"{name:<16} {r['encode_us']:>10.1f} {r['decode_us']:>10.1f} "
+            f"{r['roundtrip_us']:>14.1f} {r['bytes']:>6}"
+        )
     return 0
 
 

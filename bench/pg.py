@@ -166,9 +166,7 @@ class Admin:
         flushed their statistics, so the next snapshot counts all of their transactions."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            n = await self.c.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", database
-            )
+            n = await self.c.fetchval("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", database)
             if n == 0:
                 return
             await asyncio.sleep(0.05)
@@ -199,7 +197,9 @@ class Admin:
         await self.wait_idle(database)
         after = await self.snapshot(database, hold=False)
         wal = await self.c.fetchval(
-            "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint", after.wal_lsn, before.wal_lsn
+            "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint",
+            after.wal_lsn,
+            before.wal_lsn,
         )
         out = before.delta(after, int(wal))
         out["wal_bytes_db"] = await self.wal_of(database, before.wal_lsn, after.wal_lsn)

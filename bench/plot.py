@@ -14,7 +14,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def main(series_path: str, out_png: str) -> None:
@@ -40,13 +40,27 @@ def main(series_path: str, out_png: str) -> None:
                 hi.append(vmax - med)
             if xs:
                 for x, m in zip(xs, meds, strict=True):
-                    ax.annotate(f"{m:,.0f}" if m >= 100 else f"{m:.1f}", (x, m),
-                                xytext=(0, 2), textcoords="offset points", ha="center",
-                                va="bottom", fontsize=6, rotation=90)
-                ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=peer,
-                       color=colors[pi % len(colors)],
-                       edgecolor="black" if peer.startswith("akadze") else None,
-                       linewidth=1.2 if peer.startswith("akadze") else 0)
+                    ax.annotate(
+                        f"{m:,.0f}" if m >= 100 else f"{m:.1f}",
+                        (x, m),
+                        xytext=(0, 2),
+                        textcoords="offset points",
+                        ha="center",
+                        va="bottom",
+                        fontsize=6,
+                        rotation=90,
+                    )
+                ax.bar(
+                    xs,
+                    meds,
+                    width,
+                    yerr=[lo, hi],
+                    capsize=2,
+                    label=peer,
+                    color=colors[pi % len(colors)],
+                    edgecolor="black" if peer.startswith("akadze") else None,
+                    linewidth=1.2 if peer.startswith("akadze") else 0,
+                )
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([g["name"] for g in groups])
         ax.set_title(panel["title"], fontsize=10)
@@ -55,8 +69,7 @@ def main(series_path: str, out_png: str) -> None:
         ax.grid(axis="y", alpha=0.3, which="both")
         ax.set_axisbelow(True)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(peers), 6), fontsize=9,
-               frameon=False)
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(peers), 6), fontsize=9, frameon=False)
     fig.suptitle(series.get("title", ""), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     fig.savefig(out_png, dpi=110)

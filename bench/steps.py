@@ -40,9 +40,7 @@ class Runner:
     def _log(self, peer: Peer, step: str, rep: int) -> Path:
         return self.cfg.log_dir / f"{peer.name}.{step}.{rep}.log"
 
-    async def _call(
-        self, peer: Peer, log: Path, cmd: str, timeout: float, **extra: Any
-    ) -> dict[str, Any]:
+    async def _call(self, peer: Peer, log: Path, cmd: str, timeout: float, **extra: Any) -> dict[str, Any]:
         return await call(
             self.pythons[peer.name],
             peer.script,
@@ -104,9 +102,7 @@ class Runner:
             if step == "enqueue_single":
                 res = await self._call(peer, log, step, 60 + jobs / 50, jobs=jobs)
             else:
-                res = await self._call(
-                    peer, log, step, 60 + jobs / 200, jobs=jobs, batch=self.cfg.batch
-                )
+                res = await self._call(peer, log, step, 60 + jobs / 200, jobs=jobs, batch=self.cfg.batch)
         delta = await self.admin.delta(db, before)
         out = {"rate": res["rate"], "elapsed_s": res["elapsed_s"], **_per_job(delta, jobs)}
         out["noise"] = dict(noise)
@@ -136,8 +132,7 @@ class Runner:
             )
         delta = await self.admin.delta(db, before)
         out: dict[str, Any] = {
-            k: res.get(k)
-            for k in ("rate", "span_s", "tenths", "stop_s", "host_busy", "started")
+            k: res.get(k) for k in ("rate", "span_s", "tenths", "stop_s", "host_busy", "started")
         }
         out["maxrss_mb"] = res["maxrss_kb"] / 1024
         if res.get("worker_cpu_s") is not None and jobs > 1:
@@ -166,9 +161,7 @@ class Runner:
         producer = None
         try:
             await worker.until("ready", 60)
-            producer = await self._start(
-                peer, log, "produce", jobs=n, rate=self.cfg.latency_rate
-            )
+            producer = await self._start(peer, log, "produce", jobs=n, rate=self.cfg.latency_rate)
             await producer.until("warm_sent", 60)
             await worker.until("first_job", 60)
             async with self.admin.noise(db) as noise:

@@ -64,9 +64,7 @@ def ensure_venv(name: str, requirements: Path, base_python: str, log) -> str:
     venv = VENVS_DIR / name
     python = venv / "bin" / "python"
     stamp = venv / ".bench-stamp"
-    digest = hashlib.sha256(
-        requirements.read_bytes() + base_python.encode()
-    ).hexdigest()
+    digest = hashlib.sha256(requirements.read_bytes() + base_python.encode()).hexdigest()
     if python.exists() and stamp.exists() and stamp.read_text() == digest:
         return str(python)
     log(f"building venv {venv.relative_to(BENCH_DIR.parent)} from {requirements.name} ...")

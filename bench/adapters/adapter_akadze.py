@@ -49,9 +49,7 @@ async def install(req: dict[str, Any]) -> dict[str, Any]:
 async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
     conn = await asyncpg.connect(req["dsn"])
     try:
-        n = await conn.fetchval(
-            "SELECT count(*) FROM akadze_jobs WHERE state IN ('queued', 'running')"
-        )
+        n = await conn.fetchval("SELECT count(*) FROM akadze_jobs WHERE state IN ('queued', 'running')")
     finally:
         await conn.close()
     return {"unfinished": n}

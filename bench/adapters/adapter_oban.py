@@ -44,8 +44,7 @@ async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
     try:
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT count(*) FROM oban_jobs"
-                " WHERE state NOT IN ('completed', 'discarded', 'cancelled')"
+                "SELECT count(*) FROM oban_jobs WHERE state NOT IN ('completed', 'discarded', 'cancelled')"
             )
             row = await cur.fetchone()
     finally:
@@ -81,9 +80,7 @@ async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
 async def produce(req: dict[str, Any]) -> dict[str, Any]:
     pool, oban = await _client(req["dsn"])
     try:
-        return await paced_producer(
-            lambda a: oban.enqueue(noop.new(**a)), req["jobs"], req["rate"]
-        )
+        return await paced_producer(lambda a: oban.enqueue(noop.new(**a)), req["jobs"], req["rate"])
     finally:
         await pool.close()
 

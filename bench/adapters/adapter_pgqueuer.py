@@ -57,9 +57,7 @@ def _payload(args: dict[str, Any]) -> bytes:
 async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
     conn, q = await _queries(req["dsn"])
     try:
-        return await timed_single(
-            lambda i: q.enqueue(ENTRYPOINT, _payload({"i": i})), req["jobs"]
-        )
+        return await timed_single(lambda i: q.enqueue(ENTRYPOINT, _payload({"i": i})), req["jobs"])
     finally:
         await conn.close()
 
@@ -68,9 +66,7 @@ async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
     conn, q = await _queries(req["dsn"])
 
     async def batch(ids: list[int]) -> None:
-        await q.enqueue(
-            [ENTRYPOINT] * len(ids), [_payload({"i": i}) for i in ids], [0] * len(ids)
-        )
+        await q.enqueue([ENTRYPOINT] * len(ids), [_payload({"i": i}) for i in ids], [0] * len(ids))
 
     try:
         return await timed_batches(batch, req["jobs"], req["batch"])
@@ -81,9 +77,7 @@ async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
 async def produce(req: dict[str, Any]) -> dict[str, Any]:
     conn, q = await _queries(req["dsn"])
     try:
-        return await paced_producer(
-            lambda a: q.enqueue(ENTRYPOINT, _payload(a)), req["jobs"], req["rate"]
-        )
+        return await paced_producer(lambda a: q.enqueue(ENTRYPOINT, _payload(a)), req["jobs"], req["rate"])
     finally:
         await conn.close()
 

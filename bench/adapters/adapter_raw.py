@@ -75,9 +75,7 @@ async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
 async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
     conn = await asyncpg.connect(req["dsn"])
     try:
-        return await timed_single(
-            lambda i: conn.fetchrow(INSERT_ONE, json.dumps({"i": i})), req["jobs"]
-        )
+        return await timed_single(lambda i: conn.fetchrow(INSERT_ONE, json.dumps({"i": i})), req["jobs"])
     finally:
         await conn.close()
 

@@ -23,6 +23,7 @@ This module only uses the standard library, so it runs in every peer's venv.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -135,9 +136,7 @@ class Recorder:
             # Rate per tenth of the jobs: edges at starts[k*(n-1)/10].
             edges = [starts[round(k * (n - 1) / 10)] for k in range(11)]
             per = (n - 1) / 10
-            out["tenths"] = [
-                (per / (b - a)) if b > a else None for a, b in zip(edges, edges[1:], strict=False)
-            ]
+            out["tenths"] = [(per / (b - a)) if b > a else None for a, b in itertools.pairwise(edges)]
             out["stop_s"] = run_returned_at - starts[-1]
         if self.last_cpu:
             out["worker_cpu_s"] = self.last_cpu - self.first_cpu
