@@ -1,0 +1,1 @@
+"""Application modules that tests load by import path (include(), the CLI, worker processes)."""

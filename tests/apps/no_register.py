@@ -1,0 +1,3 @@
+"""A module that forgot its register(app) function."""
+
+REGISTER = "not a function"

@@ -1,0 +1,90 @@
+"""Every db/sql/*.sql file is used by exactly one Queries method of the same name, starts with
+its header, and reads the same in both placeholder forms."""
+
+from __future__ import annotations
+
+import ast
+import importlib.resources
+import inspect
+from collections import Counter
+
+import asyncpg
+import pytest
+
+from akadze.db import queries
+from akadze.db.sql import statements
+from tests.support import plain
+
+SQL_FILES = sorted(
+    entry.name.removesuffix(".sql")
+    for entry in (importlib.resources.files("akadze.db") / "sql").iterdir()
+    if entry.name.endswith(".sql")
+)
+
+
+def statement_uses() -> dict[str, list[str]]:
+    """Queries method name -> the statement names it passes to statement(...)."""
+    tree = ast.parse(inspect.getsource(queries))
+    [queries_class] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Queries"]
+    uses: dict[str, list[str]] = {}
+    for method in queries_class.body:
+        if isinstance(method, ast.AsyncFunctionDef | ast.FunctionDef):
+            uses[method.name] = [
+                call.args[0].value
+                for call in ast.walk(method)
+                if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id == "statement"
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+            ]
+    return uses
+
+
+def test_the_sql_folder_is_not_empty() -> None:
+    assert {"claim", "complete_batch", "enqueue", "enqueue_batch"} <= set(SQL_FILES)
+
+
+def test_every_sql_file_is_used_by_exactly_one_queries_method_of_its_name() -> None:
+    uses = statement_uses()
+    counts = Counter(name for names in uses.values() for name in names)
+    for name in SQL_FILES:
+        assert counts[name] == 1, f"{name}.sql is used {counts[name]} times"
+        assert uses.get(name) == [name], f"Queries.{name} must run {name}.sql, and only it"
+
+
+def test_every_statement_a_method_names_has_its_file() -> None:
+    named = {name for names in statement_uses().values() for name in names}
+    assert named <= set(SQL_FILES)
+
+
+def test_no_other_module_executes_a_statement_file() -> None:
+    root = importlib.resources.files("akadze")
+    offenders = []
+    for path in sorted(str(p) for p in root.rglob("*.py")):  # type: ignore[attr-defined]
+        if path.endswith(("db/queries.py", "db/sql.py")):
+            continue
+        with open(path, encoding="utf-8") as source:
+            if "statement(" in source.read():
+                offenders.append(path)
+    assert offenders == []
+
+
+@pytest.mark.parametrize("name", SQL_FILES)
+def test_every_sql_file_starts_with_a_header_naming_it(name: str) -> None:
+    source = (importlib.resources.files("akadze.db") / "sql" / f"{name}.sql").read_text(encoding="utf-8")
+    first = source.splitlines()[0]
+    assert first.startswith(f"-- {name}:"), first
+    assert len(first) > len(f"-- {name}:") + 10, "the header says what the statement does"
+
+
+async def test_both_placeholder_forms_of_every_statement_take_the_same_parameters(database_url: str) -> None:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        for name in SQL_FILES:
+            stmt = statements()[name]
+            prepared = await conn.prepare(stmt.pg)
+            assert len(prepared.get_parameters()) == len(stmt.params), name
+            assert set(stmt.clause._bindparams) == set(stmt.params), name
+    finally:
+        await conn.close()
