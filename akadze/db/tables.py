@@ -10,10 +10,12 @@ from sqlalchemy import (
     Boolean,
     Column,
     Double,
+    Index,
     Integer,
     MetaData,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
@@ -43,6 +45,20 @@ jobs = Table(
     Column("started_at", TIMESTAMP(timezone=True)),
     Column("finished_at", TIMESTAMP(timezone=True)),
 )
+Index(
+    "akadze_jobs_claim_idx",
+    jobs.c.queue,
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.id,
+    postgresql_where=text("state = 'queued'"),
+)
+Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state = 'running'"))
+Index(
+    "akadze_jobs_prune_idx",
+    jobs.c.finished_at,
+    postgresql_where=text("state IN ('succeeded', 'failed', 'cancelled')"),
+)
 
 workers = Table(
     "akadze_workers",
@@ -66,3 +82,4 @@ schedule_runs = Table(
     Column("job_id", BigInteger),
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
 )
+Index("akadze_schedule_runs_created_idx", schedule_runs.c.created_at)
