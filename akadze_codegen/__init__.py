@@ -2,34 +2,28 @@
 
 Pipeline: discover (import the app in a subprocess, walk the types) -> Manifest -> emit
 (libcst, deterministic bytes) -> write or compare. ``generate`` and ``check`` share every
-step up to the last one.
+step up to the last one. Imports are deferred so that ``python -m akadze_codegen.extract``
+(the discovery subprocess) loads neither libcst nor the emitter.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from akadze_codegen.emit import render
-from akadze_codegen.extract import run_extract
 from akadze_codegen.problems import CodegenError, CodegenProblem
-from akadze_codegen.signature import Manifest, decode_manifest
-from akadze_codegen.write import GeneratedFile, Mismatch, compare, write
 
-__all__ = [
-    "CodegenError",
-    "CodegenProblem",
-    "GeneratedFile",
-    "Manifest",
-    "Mismatch",
-    "check",
-    "generate",
-    "load_manifest",
-    "render_files",
-]
+if TYPE_CHECKING:
+    from akadze_codegen.signature import Manifest
+    from akadze_codegen.write import GeneratedFile, Mismatch
+
+__all__ = ["CodegenError", "CodegenProblem", "check", "generate", "load_manifest", "render_files"]
 
 
 def load_manifest(app_path: str | None, from_manifest: Path | None = None) -> Manifest:
     """The manifest from a file (no worker import) or from the app (in a subprocess)."""
+    from akadze_codegen.signature import decode_manifest
+
     if from_manifest is not None:
         try:
             return decode_manifest(from_manifest.read_bytes())
@@ -39,11 +33,15 @@ def load_manifest(app_path: str | None, from_manifest: Path | None = None) -> Ma
             ) from None
     if not app_path:
         raise CodegenError([CodegenProblem("akadze codegen", "no app given", "pass APP as module:attr")])
+    from akadze_codegen.extract import run_extract
+
     return run_extract(app_path)
 
 
 def render_files(out: Path, manifest: Manifest) -> dict[str, bytes]:
     """The package's files in memory; the package is named after ``out``'s last component."""
+    from akadze_codegen.emit import render
+
     package = out.resolve().name
     if not package.isidentifier() or package.startswith("_"):
         raise CodegenError(
@@ -60,6 +58,8 @@ def render_files(out: Path, manifest: Manifest) -> dict[str, bytes]:
 
 def generate(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[GeneratedFile]:
     """Write the package to ``out``; returns the files written (unchanged ones are not)."""
+    from akadze_codegen.write import GeneratedFile, write
+
     files = render_files(out, load_manifest(app_path, from_manifest))
     written, _ = write(out, files)
     return [GeneratedFile(path, path.read_bytes()) for path in written]
@@ -67,5 +67,7 @@ def generate(app_path: str | None, out: Path, *, from_manifest: Path | None = No
 
 def check(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[Mismatch]:
     """What differs between ``out`` and a fresh generation; writes nothing."""
+    from akadze_codegen.write import compare
+
     files = render_files(out, load_manifest(app_path, from_manifest))
     return compare(out, files)

@@ -87,7 +87,13 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
     if isinstance(node, ir.Union):
         return nodes.union([annotation(m, scope) for m in node.members])
     if isinstance(node, ir.Lit):
-        return nodes.subscript(scope.name("_t.Literal"), [_literal(v, scope) for v in node.values])
+        values: list[ir.LiteralValue] = [v for v in node.values if v is not None]
+        if len(values) == len(node.values):
+            return nodes.subscript(scope.name("_t.Literal"), [_literal(v, scope) for v in values])
+        # ``Literal[..., None]`` is spelled ``Literal[...] | None`` (ruff's PYI061)
+        if not values:
+            return cst.Name("None")
+        return nodes.union([annotation(ir.Lit(values), scope), cst.Name("None")])
     if isinstance(node, ir.Ref):
         base = nodes.dotted(scope.ref(node.name))
         if not node.args:

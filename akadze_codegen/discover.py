@@ -221,6 +221,19 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
     )
 
 
+def _typeddict_required(cls: Any, name: str, hint: Any) -> bool:
+    """As pydantic decides: an explicit Required/NotRequired wins over ``__required_keys__``
+    (which Python 3.11 gets wrong for string annotations)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        origin = typing.get_origin(typing.get_args(hint)[0])
+    if origin in (typing.NotRequired, typing_extensions.NotRequired):
+        return False
+    if origin in (typing.Required, typing_extensions.Required):
+        return True
+    return name in getattr(cls, "__required_keys__", frozenset())
+
+
 def _first_line(doc: str | None) -> str | None:
     if not doc:
         return None
@@ -248,17 +261,12 @@ class _Walker:
     # -- tasks -----------------------------------------------------------------------------
 
     def params(self, task: Task[Any, Any]) -> list[ir.Param]:
+        """The task's parameters as its codec validates them (its argument TypedDict)."""
         signature = task.codec.signature
         typed_dict = getattr(task.codec.adapter, "_type", None)
+        source = typed_dict if typing_extensions.is_typeddict(typed_dict) else task.fn
         try:
-            if typing.is_typeddict(typed_dict):
-                hints = typing.get_type_hints(typed_dict, include_extras=True)
-                required_keys: frozenset[str] = typed_dict.__required_keys__  # type: ignore[union-attr]
-            else:  # an older codec: read the function the same way build_codec does
-                hints = typing.get_type_hints(task.fn, include_extras=True)
-                required_keys = frozenset(
-                    p.name for p in signature.parameters.values() if p.default is p.empty
-                )
+            hints = typing.get_type_hints(source, include_extras=True)
         except Exception as exc:  # NameError from TYPE_CHECKING-only imports, and others
             self.problem(
                 task.name,
@@ -268,15 +276,25 @@ class _Walker:
             return []
         params: list[ir.Param] = []
         for param in signature.parameters.values():
-            if param.name not in hints and typed_dict is not None:
-                continue
+            if source is typed_dict and param.name not in hints:
+                continue  # not an argument of the job (the codec left it out)
             where = f"{task.name}({param.name})"
-            node = self.walk(hints.get(param.name, Any), where)
-            required = param.name in required_keys
+            if param.annotation is inspect.Parameter.empty:
+                self.problem(
+                    where,
+                    "the parameter has no annotation, so producers could pass anything",
+                    f"annotate it (write `{param.name}: typing.Any` to accept any JSON value)",
+                )
+                continue
+            hint = hints.get(param.name, Any)
+            if source is typed_dict:
+                required = _typeddict_required(typed_dict, param.name, hint)
+            else:
+                required = param.default is inspect.Parameter.empty
             params.append(
                 ir.Param(
                     name=param.name,
-                    type=node,
+                    type=self.walk(hint, where),
                     required=required,
                     default=None if required else _default_text(param.default, None),
                 )
@@ -433,7 +451,7 @@ class _Walker:
             return ir.Ref(self._definition(cls, where, self._enum))
         if dataclasses.is_dataclass(cls):
             return ir.Ref(self._definition(cls, where, self._dataclass))
-        if typing.is_typeddict(cls):
+        if typing_extensions.is_typeddict(cls):
             return ir.Ref(self._definition(cls, where, self._typeddict))
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             return ir.Ref(self._definition(cls, where, self._namedtuple))
@@ -578,13 +596,12 @@ class _Walker:
 
     def _typeddict(self, cls: Any, key: str, where: str) -> ir.Definition:
         hints = typing.get_type_hints(cls, include_extras=True)
-        required_keys: frozenset[str] = cls.__required_keys__
         fields = [
             ir.Field(
                 name=name,
                 wire=name,
                 type=self.walk(tp, f"{key}.{name}"),
-                required=name in required_keys,
+                required=_typeddict_required(cls, name, tp),
             )
             for name, tp in hints.items()
         ]

@@ -48,6 +48,15 @@ def main(argv: list[str]) -> int:
 
 def run_extract(app_path: str, *, cwd: Path | None = None, timeout_s: float | None = None) -> Manifest:
     """Run discovery in a subprocess; CodegenError with every problem if it fails."""
+    module, _, attr = app_path.partition(":")
+    if not module or not attr:
+        raise CodegenError(
+            [
+                CodegenProblem(
+                    app_path, "not an app path", "give it as module:attribute, e.g. myapp.worker:app"
+                )
+            ]
+        )
     workdir = (cwd or Path.cwd()).resolve()
     env = dict(os.environ)
     env["AKADZE_CODEGEN"] = "1"
