@@ -69,6 +69,13 @@ def _handled(fn: Callable[..., T]) -> Callable[..., T]:
             if sqlstate(exc) == "42P01":
                 typer.echo("error: the akadze schema is missing: run `akadze db migrate`", err=True)
                 raise typer.Exit(2) from None
+            if (sqlstate(exc) or "").startswith(("28", "3D")):
+                # the server answered but refused the URL: a missing database, role or password
+                typer.echo(
+                    f"error: cannot connect to the database ({_reason(exc)}); check the database URL",
+                    err=True,
+                )
+                raise typer.Exit(2) from None
             if is_transient(exc):
                 typer.echo(
                     f"error: cannot reach the database ({type(exc).__name__}); check the database URL",
@@ -78,6 +85,14 @@ def _handled(fn: Callable[..., T]) -> Callable[..., T]:
             raise
 
     return wrapper
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's own message, on one line (SQLAlchemy's wrapper adds lines and links)."""
+    inner: BaseException = exc
+    while (nested := inner.__cause__ or getattr(inner, "orig", None)) is not None and nested is not inner:
+        inner = nested
+    return (str(inner).splitlines() or [type(inner).__name__])[0]
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -114,7 +129,12 @@ def load_app(path: str) -> Akadze:
     if target is None:
         _fail(2, f"error: module {module_name!r} has no attribute {attr!r}")
     if callable(target) and not isinstance(target, Akadze):
-        target = target()
+        try:
+            target = target()
+        except AkadzeError:
+            raise
+        except Exception as exc:  # a factory that needs arguments, or raised: say so, briefly
+            _fail(2, f"error: calling {path!r} to build the app raised {type(exc).__name__}: {exc}")
     if not isinstance(target, Akadze):
         _fail(2, f"error: {path!r} is a {type(target).__qualname__}, not an Akadze application")
     return target
