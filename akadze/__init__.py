@@ -1,6 +1,6 @@
 """akadze: a code-first task queue for Python asyncio services on PostgreSQL."""
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata as _metadata
 
 from akadze.app import Akadze
 from akadze.backoff import BackoffPolicy
@@ -12,8 +12,8 @@ from akadze.outcomes import Cancel, Fail, Retry, Snooze
 from akadze.task import Task
 
 try:
-    __version__ = version("akadze")
-except PackageNotFoundError:  # pragma: no cover (running from a source tree)
+    __version__ = _metadata.version("akadze")
+except _metadata.PackageNotFoundError:  # pragma: no cover (running from a source tree)
     __version__ = "0.0.0"
 
 __all__ = [
