@@ -29,4 +29,9 @@ def create_app(database_url: str) -> Akadze:
     return app
 
 
-app = create_app(os.environ.get("AKADZE_DATABASE_URL", "postgresql://localhost/akadze_unset"))
+app = create_app(os.environ.get("AKADZE_DATABASE_URL") or "postgresql://localhost/akadze_unset")
+
+
+def from_environment() -> Akadze:
+    """For ``--app tests.apps.basic:from_environment``: a fresh app on BASIC_APP_DATABASE_URL."""
+    return create_app(os.environ["BASIC_APP_DATABASE_URL"])

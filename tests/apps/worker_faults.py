@@ -16,7 +16,7 @@ from sqlalchemy import text
 from akadze import Akadze, current
 from akadze.errors import LostOwnershipError
 
-app = Akadze(database_url=os.environ.get("AKADZE_DATABASE_URL", "postgresql://localhost/akadze_unset"))
+app = Akadze(database_url=os.environ.get("AKADZE_DATABASE_URL") or "postgresql://localhost/akadze_unset")
 
 TABLES = (
     "CREATE TABLE marks (job_id bigint, run integer, pid integer, what text, at timestamptz DEFAULT now())",

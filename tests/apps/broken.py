@@ -1,0 +1,3 @@
+"""An app module whose import fails (a missing setting, say)."""
+
+raise RuntimeError("SETTINGS_MODULE is not set")
