@@ -272,6 +272,7 @@ def _task_module(
     for task in tasks:
         for param in task.params:
             used |= _refs(param.type)
+    used = _closure(used, {d.name: d for d in manifest.types})
     # mirrors are re-exported through __all__ (``X as X`` trips ruff's default rules), except
     # one whose name a task here also generates: that one is spelled _ty.X
     reexport = sorted(name for name in used if name not in defined)
@@ -296,6 +297,24 @@ def _task_module(
     # no ``from __future__ import annotations`` here: Python 3.11 reads NotRequired wrong from
     # a string annotation, and the runtime checks the keys; every name is defined above its use
     return _module(f'"""{doc}"""\n', scope.imports, local, blocks, future=False)
+
+
+def _closure(names: set[str], definitions: dict[str, ir.Definition]) -> set[str]:
+    """``names`` and every mirror they mention: a producer needs them all to build a value."""
+    seen: set[str] = set()
+    pending = sorted(names)
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in definitions:
+            continue
+        seen.add(name)
+        definition = definitions[name]
+        if isinstance(definition, ir.NewTypeDef):
+            pending.extend(_refs(definition.type))
+        elif not isinstance(definition, ir.EnumDef):
+            for f in definition.fields:
+                pending.extend(_refs(f.type))
+    return seen
 
 
 def isort_key(name: str) -> tuple[int, list[tuple[int, int | str]], str]:

@@ -6,7 +6,7 @@ from pydantic import BaseModel
 
 from akadze import Akadze
 
-from . import worker
+from .received import RECEIVED
 from .shapes import Money
 
 
@@ -18,4 +18,4 @@ class Address(BaseModel):
 def register(app: Akadze) -> None:
     @app.task("billing.invoice", queue="billing")
     async def invoice(bill_to: Address, amount: Money) -> None:
-        worker.RECEIVED.append(("billing.invoice", {"bill_to": bill_to, "amount": amount}))
+        RECEIVED.append(("billing.invoice", {"bill_to": bill_to, "amount": amount}))

@@ -36,7 +36,7 @@ from typing_extensions import TypeAliasType, TypedDict
 
 from akadze import Akadze
 
-from . import worker
+from .received import RECEIVED
 
 
 class Color(str, enum.Enum):  # noqa: UP042 (a str mixin, not StrEnum: case 22)
@@ -142,7 +142,7 @@ def register(app: Akadze) -> None:
         red: Literal[Color.RED],
         any_of: Literal["a", 1, True, None],
     ) -> None:
-        worker.RECEIVED.append(("kinds.enums", dict(locals())))
+        RECEIVED.append(("kinds.enums", dict(locals())))
 
     @app.task("kinds.times")
     async def times(
@@ -155,7 +155,7 @@ def register(app: Akadze) -> None:
         wait: timedelta,
         when: datetime,
     ) -> None:
-        worker.RECEIVED.append(("kinds.times", dict(locals())))
+        RECEIVED.append(("kinds.times", dict(locals())))
 
     @app.task("kinds.numbers")
     async def numbers(
@@ -166,7 +166,7 @@ def register(app: Akadze) -> None:
         small: conint(ge=1, le=10),  # type: ignore[valid-type]
         code: constr(pattern=r"^[A-Z]{3}$"),  # type: ignore[valid-type]
     ) -> None:
-        worker.RECEIVED.append(("kinds.numbers", dict(locals())))
+        RECEIVED.append(("kinds.numbers", dict(locals())))
 
     @app.task("kinds.containers")
     async def containers(
@@ -179,7 +179,7 @@ def register(app: Akadze) -> None:
         many: tuple[int, ...],
         point: Point,
     ) -> None:
-        worker.RECEIVED.append(("kinds.containers", dict(locals())))
+        RECEIVED.append(("kinds.containers", dict(locals())))
 
     @app.task("kinds.aliases")
     async def aliases(
@@ -188,11 +188,11 @@ def register(app: Akadze) -> None:
         scores: Scores,
         either: Optional[Union[int, Union[str, None]]],  # noqa: UP007, UP045 (case 28)
     ) -> None:
-        worker.RECEIVED.append(("kinds.aliases", dict(locals())))
+        RECEIVED.append(("kinds.aliases", dict(locals())))
 
     @app.task("kinds.models")
     async def models(labels: Labels, child: Child, settings: Settings, meta: TaggedMeta) -> None:
-        worker.RECEIVED.append(("kinds.models", dict(locals())))
+        RECEIVED.append(("kinds.models", dict(locals())))
 
     unused = dataclasses
     del unused

@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_camel
 
 from akadze import Akadze
 
-from . import worker
+from .received import RECEIVED
 from .shapes import Cat, Dog, Money, Node, Order, Page
 
 T = TypeVar("T")
@@ -56,16 +56,16 @@ def register(app: Akadze) -> None:
         optional_none: int | None = None,
         five: int = 5,
     ) -> None:
-        worker.RECEIVED.append(("ship.parcel", dict(locals())))
+        RECEIVED.append(("ship.parcel", dict(locals())))
 
     @app.task("ship.tree", queue="shipping")
     async def tree(root: Node, order: Order) -> None:
-        worker.RECEIVED.append(("ship.tree", {"root": root, "order": order}))
+        RECEIVED.append(("ship.tree", {"root": root, "order": order}))
 
     @app.task("ship.pages", queue="shipping")
     async def pages(
         addresses: Page[Address], numbers: Page[int], box: Box[int], boxes: list[Box[str]]
     ) -> None:
-        worker.RECEIVED.append(
+        RECEIVED.append(
             ("ship.pages", {"addresses": addresses, "numbers": numbers, "box": box, "boxes": boxes})
         )
