@@ -1,0 +1,121 @@
+"""Argument-schema drift: a job built against another version of a task's signature.
+
+Every job records ``args_fp``, the fingerprint (:func:`akadze.codec.schema_fingerprint`) of the
+argument schema its producer built it against: the worker's own for ``task.enqueue``, the
+generated client's for ``akadze codegen`` clients. The executor decodes the arguments, then
+asks :func:`check_drift` what to do. Pure, apart from the "log once" memory it is given.
+
+| fingerprints | decodes | verdict                                                          |
+|--------------|---------|------------------------------------------------------------------|
+| equal / none | yes     | run                                                              |
+| equal / none | no      | not drift: the executor's usual invalid-arguments failure        |
+| differ       | yes     | run; log a warning once per (task, job fingerprint); count it    |
+| differ       | no      | fail without retries: ArgsSchemaMismatch names both fingerprints |
+|              |         | and the fields                                                   |
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import pydantic
+
+from akadze.errors import AkadzeError
+
+
+class ArgsSchemaMismatch(AkadzeError, ValueError):
+    """A job's arguments, built against another schema of the task, do not decode here.
+
+    No retry can help, so the job fails at once. Regenerate the producer's client
+    (``akadze codegen``) or deploy the worker that matches it.
+    """
+
+    def __init__(self, task_name: str, job_fp: str, worker_fp: str, fields: list[str], details: str) -> None:
+        self.task_name = task_name
+        self.job_fp = job_fp
+        self.worker_fp = worker_fp
+        #: where decoding failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
+        self.fields = fields
+        super().__init__(
+            f"task {task_name!r}: arguments built against schema {job_fp} do not decode with "
+            f"this worker's schema {worker_fp}: {details}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DriftVerdict:
+    #: the job's fingerprint is set and differs from the worker's
+    drifted: bool
+    #: the arguments decoded: run the job
+    run: bool
+    #: log this at WARNING (only the first time for a task and job fingerprint)
+    warning: str | None = None
+    #: fail the job with this, without retries
+    error: ArgsSchemaMismatch | None = None
+
+
+class DriftLog:
+    """Which (task, job fingerprint) pairs were seen, and how many jobs each: the
+    stale-producer count. Thread-safe; at most ``limit`` pairs are remembered."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self.counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def note(self, task_name: str, job_fp: str) -> bool:
+        """Count one job; True the first time this pair is seen (log it then)."""
+        key = (task_name, job_fp)
+        with self._lock:
+            seen = self.counts.get(key)
+            if seen is None and len(self.counts) >= self.limit:
+                return False
+            self.counts[key] = (seen or 0) + 1
+            return seen is None
+
+
+#: the process-wide memory the executor uses unless it passes its own
+DEFAULT_LOG = DriftLog()
+
+
+def describe(error: pydantic.ValidationError) -> tuple[list[str], str]:
+    """(the failing fields, "field: problem; ...") without the values, which may be secrets."""
+    fields: list[str] = []
+    parts: list[str] = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "(arguments)"
+        fields.append(where)
+        parts.append(f"{where}: {item['msg']}")
+    return fields, "; ".join(parts)
+
+
+def check_drift(
+    task_name: str,
+    worker_fp: str,
+    job_fp: str | None,
+    error: pydantic.ValidationError | None,
+    *,
+    log: DriftLog = DEFAULT_LOG,
+) -> DriftVerdict:
+    """Decide what a job's fingerprint and its decode result mean (the table above).
+
+    ``error`` is what decoding the stored arguments with the worker's codec raised, or None.
+    """
+    if not job_fp or job_fp == worker_fp:
+        return DriftVerdict(drifted=False, run=error is None)
+    if error is not None:
+        fields, details = describe(error)
+        return DriftVerdict(
+            drifted=True,
+            run=False,
+            error=ArgsSchemaMismatch(task_name, job_fp, worker_fp, fields, details),
+        )
+    warning = None
+    if log.note(task_name, job_fp):
+        warning = (
+            f"task {task_name!r}: a job built against argument schema {job_fp} (this worker has "
+            f"{worker_fp}) still decodes, so it runs; regenerate the producer's client "
+            "(akadze codegen) to silence this"
+        )
+    return DriftVerdict(drifted=True, run=True, warning=warning)

@@ -1,0 +1,192 @@
+"""The argument-schema fingerprint (hard case 39) and what a worker does with a job built
+against another schema (case 40)."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any, Literal
+
+import pydantic
+import pytest
+from pydantic import BaseModel, Field
+
+from akadze.client import RemoteTask
+from akadze.codec import build_codec
+from akadze.drift import ArgsSchemaMismatch, DriftLog, check_drift
+from akadze.testing import drain
+from tests.support import fetch
+
+
+def fp(fn: Any) -> str:
+    return build_codec("t", fn).fingerprint
+
+
+class Address(BaseModel):
+    """Docs do not count."""
+
+    street: str
+    zip: str = Field(default="1000", description="nor do descriptions")
+    title: str = "a field named like a JSON-schema keyword still counts"
+
+
+class Renamed(BaseModel):
+    zip: str = Field(default="9999", description="another description")
+    street: str
+    title: str = "another default"
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Colour(enum.Enum):
+    GREEN = "green"
+    RED = "red"
+
+
+class MoreColors(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+    BLUE = "blue"
+
+
+class Aliased(BaseModel):
+    street: str = Field(alias="Street")
+    zip: str = "1000"
+    title: str = ""
+
+
+class WithoutTitle(BaseModel):
+    street: str
+    zip: str = "1000"
+
+
+class Node(BaseModel):
+    children: list[Node] = []
+
+
+class Tree(BaseModel):
+    children: list[Tree] = []
+
+
+async def base(a: Address, c: Color, n: int | str, x: int = 1) -> None: ...
+
+
+class TestFingerprint:
+    def test_it_ignores_docs_class_names_defaults_field_order_and_union_order(self) -> None:
+        async def same(n: str | int, a: Renamed, c: Colour, x: int = 7) -> None: ...
+
+        assert fp(base) == fp(same)
+
+    def test_it_changes_with_a_wire_name(self) -> None:
+        async def changed(a: Aliased, c: Color, n: int | str, x: int = 1) -> None: ...
+
+        assert fp(base) != fp(changed)
+
+    def test_it_changes_with_requiredness(self) -> None:
+        async def changed(a: Address, c: Color, n: int | str, x: int) -> None: ...
+
+        assert fp(base) != fp(changed)
+
+    def test_it_changes_with_an_enum_or_literal_value_set(self) -> None:
+        async def enum_changed(a: Address, c: MoreColors, n: int | str, x: int = 1) -> None: ...
+
+        async def lit(k: Literal["a", "b"]) -> None: ...
+
+        async def lit_changed(k: Literal["a", "c"]) -> None: ...
+
+        assert fp(base) != fp(enum_changed)
+        assert fp(lit) != fp(lit_changed)
+
+    def test_it_changes_with_a_type(self) -> None:
+        async def changed(a: Address, c: Color, n: int | str, x: float = 1) -> None: ...
+
+        assert fp(base) != fp(changed)
+
+    def test_a_property_named_title_is_part_of_the_wire_shape(self) -> None:
+        async def changed(a: WithoutTitle, c: Color, n: int | str, x: int = 1) -> None: ...
+
+        assert fp(base) != fp(changed)
+
+    def test_recursive_models_fingerprint_by_structure(self) -> None:
+        async def one(n: Node) -> None: ...
+
+        async def other(n: Tree) -> None: ...
+
+        assert fp(one) == fp(other)
+
+
+def validation_error() -> pydantic.ValidationError:
+    try:
+        pydantic.TypeAdapter(dict[str, int]).validate_python({"user_id": "x"})
+    except pydantic.ValidationError as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+class TestCheckDrift:
+    def test_matching_or_missing_fingerprints_are_not_drift(self) -> None:
+        assert check_drift("t", "aaaa", "aaaa", None).run
+        assert check_drift("t", "aaaa", None, None).run
+        verdict = check_drift("t", "aaaa", "aaaa", validation_error())
+        assert (verdict.drifted, verdict.run, verdict.error) == (False, False, None)
+
+    def test_drift_that_decodes_runs_and_warns_once_per_task_and_fingerprint(self) -> None:
+        log = DriftLog()
+        first = check_drift("t", "aaaa", "bbbb", None, log=log)
+        again = check_drift("t", "aaaa", "bbbb", None, log=log)
+        other = check_drift("t", "aaaa", "cccc", None, log=log)
+        assert first.run and again.run and other.run
+        assert first.warning is not None and "bbbb" in first.warning and "aaaa" in first.warning
+        assert again.warning is None and other.warning is not None
+        assert log.counts == {("t", "bbbb"): 2, ("t", "cccc"): 1}
+
+    def test_drift_that_does_not_decode_fails_naming_both_fingerprints_and_the_field(self) -> None:
+        verdict = check_drift("mail.send", "aaaa", "bbbb", validation_error(), log=DriftLog())
+        assert not verdict.run and isinstance(verdict.error, ArgsSchemaMismatch)
+        message = str(verdict.error)
+        assert "'mail.send'" in message and "bbbb" in message and "aaaa" in message
+        assert verdict.error.fields == ["user_id"] and "user_id: Input should be" in message
+        assert "'x'" not in message  # values may be secrets
+
+
+async def test_a_worker_runs_drifted_jobs_that_decode_and_fails_those_that_do_not(
+    app: Any, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    received: list[tuple[int, str]] = []
+
+    @app.task("orders.ship")
+    async def ship(order_id: int, note: str = "") -> None:  # the worker gained `note`
+        received.append((order_id, note))
+
+    old_client: RemoteTask[dict[str, Any]] = RemoteTask(
+        "orders.ship", queue="default", priority=0, max_attempts=3, args_fp="0ld0ld0ld0ld0ld0", args_type=dict
+    )
+    from akadze import client
+
+    client.configure(engine=app.engine)
+    try:
+        jobs = [
+            await old_client._enqueue({"order_id": 1}),
+            await old_client._enqueue({"order_id": 2}),
+            await old_client._enqueue({"order_id": "three"}),
+            await old_client._enqueue({"order_id": 4, "gone": True}),  # a producer newer than the worker
+        ]
+    finally:
+        await client.dispose()
+    with caplog.at_level(logging.WARNING):
+        await drain(app)
+    rows = await fetch(database_url, "SELECT id, state, attempt, errors FROM akadze_jobs ORDER BY id")
+    assert [r["state"] for r in rows] == ["succeeded", "succeeded", "failed", "failed"]
+    assert received == [(1, ""), (2, "")]
+    warnings = [r.getMessage() for r in caplog.records if "0ld0ld0ld0ld0ld0" in r.getMessage()]
+    assert len(warnings) == 1  # once per task and fingerprint
+    for row in rows[2:]:
+        assert row["attempt"] == 1  # no retries
+        (error,) = __import__("json").loads(row["errors"])
+        assert "0ld0ld0ld0ld0ld0" in error["message"] and app.tasks["orders.ship"].args_fp in error["message"]
+        assert error["type"].endswith("ArgsSchemaMismatch")
+    assert "order_id" in rows[2]["errors"] and "gone" in rows[3]["errors"]
+    assert [job.id for job in jobs] == [r["id"] for r in rows]
