@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -544,3 +545,43 @@ async def test_backfill_enqueues_missed_fire_times_once(make_app: Callable[..., 
     assert await backfill(app, "quarter", since=since) == []
     with pytest.raises(ValueError, match="within retention"):
         await backfill(app, "quarter", since=now - timedelta(hours=2))
+
+
+# -- akadze schedules list ------------------------------------------------------------------------
+
+
+def test_schedules_list_shows_expression_zone_and_last_and_next_fire(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from akadze.cli import app as cli
+    from tests.support import execute
+
+    monkeypatch.setenv("AKADZE_DATABASE_URL", database_url)
+    asyncio.run(
+        execute(
+            database_url,
+            "INSERT INTO akadze_schedule_runs (schedule, fire_at) VALUES "
+            "('every-second', '2024-05-01 12:00:00+00'), ('every-second', '2024-05-01 12:00:01+00')",
+        )
+    )
+    result = CliRunner().invoke(cli, ["schedules", "list", "tests.apps.schedule_app:app_from_env"])
+    assert result.exit_code == 0, result.output
+    header, every, nightly = (re.split(r"\s{2,}", line) for line in result.output.splitlines())
+    assert header == ["NAME", "TASK", "EXPRESSION", "ZONE", "LAST FIRE", "NEXT FIRE"]
+    assert every[:5] == ["every-second", "every-second", "every 1s", "UTC", "2024-05-01T12:00:01+00:00"]
+    assert nightly[:5] == ["nightly-report", "report", "30 2 * * *", "America/New_York", "-"]
+    # shown in the schedule's zone: 02:30, or 03:00 on the day the clocks spring forward
+    assert nightly[5].endswith(("T02:30:00-04:00", "T02:30:00-05:00", "T03:00:00-04:00"))
+
+
+def test_schedules_list_without_an_app_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from akadze.cli import app as cli
+
+    monkeypatch.delenv("AKADZE_APP", raising=False)
+    result = CliRunner().invoke(cli, ["schedules", "list"])
+    assert result.exit_code == 2
+    assert "name the app" in result.output
