@@ -112,6 +112,8 @@ class Worker:
         self._drift_seen: set[tuple[str, str]] = set()
         self._durations: dict[int, float] = {}
         self._claim = HeldConnection(app.engine)
+        #: a claim failed on a lost connection: it may have committed, its reply lost
+        self._claim_unsure = False
         self._heartbeat: Heartbeat | None = None
         self._completer: Completer | None = None
 
@@ -171,7 +173,10 @@ class Worker:
             HeldConnection(self.app.engine), on_written=self._written, hooks=self.app.hooks.on_transition
         )
         background: list[asyncio.Task[None]] = [
-            loop.create_task(_guard(service(self), service)) for service in self.services
+            loop.create_task(_guard(service(self), service))
+            for service in self.services
+            # a burst run drains and returns: it fires no schedules and prunes nothing
+            if not burst or getattr(service, "in_burst", False)
         ]
         if self.listen and not burst:
             listener = Listener(self.app.engine, worker_id=self.id, queues=set(self.queues), wake=self.wake)
@@ -221,15 +226,19 @@ class Worker:
             if free > 0 and self._hint and self.healthy:
                 self._hint = False
                 try:
-                    jobs = (
-                        await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
-                        if not self.app.hooks.on_transition
-                        else await self._claim_with_hooks(free)
-                    )
+                    if self._claim_unsure:
+                        free -= len(await self._adopt_lost_claims())
+                    if free <= 0:
+                        jobs = []
+                    elif self.app.hooks.on_transition:
+                        jobs = await self._claim_with_hooks(free)
+                    else:
+                        jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
                     logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    self._claim_unsure = True
                     await self._claim.discard()
                     self._hint = True
                     await self._sleep(delay)
@@ -255,6 +264,22 @@ class Worker:
             self._wake.clear()
             # let outcomes that finish in the same turn free their slots before claiming
             await asyncio.sleep(0)
+
+    async def _adopt_lost_claims(self) -> list[Job]:
+        """Start the jobs of a claim that committed although its reply was lost.
+
+        They run under this worker's id, and no rescue takes them while its heartbeat lives,
+        so without this they would stay running for good. They were claimed for slots that
+        no later claim has taken: this runs before the next claim.
+        """
+        assert self._completer is not None
+        known = [*self._running, *self._completer.unwritten()]
+        jobs = await Queries.find_claimed(await self._claim.raw(), self.id, known)
+        self._claim_unsure = False
+        for job in jobs:
+            logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
+            self._start(job)
+        return jobs
 
     async def _claim_with_hooks(self, free: int) -> list[Job]:
         conn = await self._claim.get()
@@ -380,6 +405,9 @@ async def _rescue_service(worker: Worker) -> None:
         except Exception as exc:
             logger.warning("rescue pass failed (%s)", type(exc).__name__)
         await asyncio.sleep(worker.rescue_interval_s)
+
+
+_rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is always safe to run
 
 
 #: services added by other parts of akadze (schedules, pruning)
