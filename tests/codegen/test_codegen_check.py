@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from akadze_codegen.cli import run_codegen
+from akadze_codegen.problems import CodegenError
 from tests.codegen.checkers import ROOT
 
 APP = """
@@ -144,15 +145,31 @@ def test_check_exits_2_listing_every_unsupported_type_with_a_fix(
 
 
 def test_a_type_override_in_pyproject_maps_an_unsupported_type_to_a_wire_type(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (project / "cg_check_orders.py").write_text(textwrap.dedent(BROKEN).replace("label: bytes", "label: str"))
-    (project / "pyproject.toml").write_text(
-        '[tool.akadze.codegen.type_overrides]\n"cg_check_orders:Money" = "str"\n'
+    from akadze_codegen.discover import build_manifest, load_app, load_overrides
+    from akadze_codegen.emit import render
+
+    (project / "cg_override_orders.py").write_text(
+        textwrap.dedent(BROKEN).replace("label: bytes", "label: str").replace("orders.ship", "override.ship")
     )
-    assert codegen(project, check=False) == 0, capsys.readouterr().err
-    generated = (project / "clients" / "cg_check_orders.py").read_text()
+    (project / "cg_override_app.py").write_text(
+        textwrap.dedent(APP)
+        .replace("cg_check_orders", "cg_override_orders")
+        .replace("cg_check_audit", "cg_check_orders")
+    )
+    (project / "pyproject.toml").write_text(
+        '[tool.akadze.codegen.type_overrides]\n"cg_override_orders:Money" = "str"\n'
+    )
+    monkeypatch.syspath_prepend(str(project))
+    overrides = load_overrides(project)
+    assert overrides == {"cg_override_orders:Money": "str"}
+    manifest = build_manifest(load_app("cg_override_app:app"), "cg_override_app:app", overrides)
+    generated = render(manifest)["cg_override_orders.py"].decode()
     assert "    price: str\n" in generated
+    (project / "pyproject.toml").write_text('[tool.akadze.codegen.type_overrides]\n"x:Y" = "money"\n')
+    with pytest.raises(CodegenError, match="'money' is not a wire type"):
+        load_overrides(project)
 
 
 def test_check_exits_2_when_the_app_cannot_be_imported(

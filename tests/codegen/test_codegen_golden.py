@@ -74,9 +74,8 @@ def _extract(app_path: str, seed: str) -> bytes:
 
 
 def test_separate_processes_with_different_hash_seeds_produce_the_same_manifest() -> None:
-    first = _extract(CASES["wire"], "1")
-    second = _extract(CASES["wire"], "4242")
-    assert first == second
+    # the golden manifest was rendered in a process with another (random) hash seed
+    first = _extract(CASES["wire"], "4242")
     recorded = decode_manifest((GOLDEN / "wire" / "_manifest.json").read_bytes())
     import msgspec
 
