@@ -214,6 +214,12 @@ class Queries:
         return [row_to_job(row) for row in rows]
 
     @staticmethod
+    async def find_claimed(conn: Connection, worker_id: str, known: Sequence[int]) -> list[Job]:
+        """Running jobs of ``worker_id`` other than ``known``: claimed by a claim whose reply was lost."""
+        rows = await _fetch(conn, statement("find_claimed"), {"worker_id": worker_id, "known": list(known)})
+        return [row_to_job(row) for row in rows]
+
+    @staticmethod
     async def list_jobs(
         conn: AsyncConnection,
         *,

@@ -45,6 +45,8 @@ class Completer:
         self.hooks = hooks
         self.max_batch = max_batch
         self._pending: list[Ended] = []
+        #: the batch being written now (kept until it is written, through every retry)
+        self._writing: list[Ended] = []
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -59,6 +61,10 @@ class Completer:
     def pending(self) -> int:
         return len(self._pending)
 
+    def unwritten(self) -> list[int]:
+        """The jobs whose outcome was handed in and is not written yet (they still run)."""
+        return [ended.job_id for ended in (*self._writing, *self._pending)]
+
     async def drain(self) -> None:
         """Wait until every outcome handed in so far is written."""
         while self._pending or (self._task is not None and not self._task.done()):
@@ -71,7 +77,11 @@ class Completer:
             while self._pending:
                 batch = self._pending[: self.max_batch]
                 del self._pending[: self.max_batch]
-                await self._write_durably(batch)
+                self._writing = batch
+                try:
+                    await self._write_durably(batch)
+                finally:
+                    self._writing = []
         finally:
             if not self._pending:
                 self._idle.set()
