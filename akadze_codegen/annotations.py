@@ -59,6 +59,23 @@ class Scope:
     shadowed: frozenset[str] = frozenset()
     #: aliases (keys of IMPORTS) used so far
     imports: set[str] = field(default_factory=set)
+    #: hoisted annotations: (alias name, its definition line(s)), in dependency order
+    aliases: list[tuple[str, str]] = field(default_factory=list)
+    _hoisted: dict[bytes, ir.Ref] = field(default_factory=dict)
+
+    def hoist(self, node: ir.TypeNode) -> ir.Ref:
+        """A module-level ``_AliasN: TypeAlias = <node>`` that fits on one line."""
+        key = msgspec.json.encode(node)  # the same type hoisted twice is one alias
+        known = self._hoisted.get(key)
+        if known is not None:
+            return known
+        name = f"{ALIAS_PREFIX}{len(self._hoisted) + 1}"
+        self._hoisted[key] = ir.Ref(name)
+        head = f"{name}: _t.TypeAlias = "
+        self.imports.add("_t")
+        fitted = fit(node, self, nodes.LINE_LENGTH - len(head))
+        self.aliases.append((name, alias_line(name, fitted, self)))
+        return self._hoisted[key]
 
     def name(self, path: str) -> cst.Name | cst.Attribute:
         head = path.split(".", 1)[0]
@@ -168,3 +185,93 @@ def refs(node: ir.TypeNode) -> set[str]:
     if isinstance(node, ir.Annotated):
         return refs(node.type)
     return set()
+
+
+def field_annotation(node: ir.TypeNode, scope: Scope, prefix: str, suffix: str = "", wrap: str = "") -> str:
+    """The annotation text for a line ``prefix + annotation + suffix`` that fits: ``wrap`` is an
+    outer ``X[...]`` (NotRequired) that cannot go into an alias."""
+    extra = len(wrap) + 2 if wrap else 0
+    budget = nodes.LINE_LENGTH - len(prefix) - len(suffix) - extra
+    fitted = fit(node, scope, budget)
+    if _width(fitted, scope) > budget and _children(fitted):
+        fitted = scope.hoist(fitted)
+    text = nodes.code(annotation(fitted, scope))
+    return f"{wrap}[{text}]" if wrap else text
+
+
+def fit(node: ir.TypeNode, scope: Scope, budget: int) -> ir.TypeNode:
+    """``node`` with its largest parts hoisted into module-level aliases until its annotation
+    fits in ``budget`` columns. Keeping every line within ruff's default length is what makes
+    the output formatter-stable; ruff's own ways of splitting long annotations are not."""
+    if _width(node, scope) <= budget:
+        return node
+    current = node
+    children = _children(node)
+    for index in sorted(range(len(children)), key=lambda i: -_width(children[i], scope)):
+        if _width(current, scope) <= budget:
+            return current
+        if _children(children[index]) or isinstance(children[index], ir.Lit):
+            current = _with_child(current, index, scope.hoist(children[index]))
+    if _width(current, scope) <= budget:
+        return current
+    if isinstance(current, ir.Union) and len(current.members) > 2:
+        half = len(current.members) // 2
+        first, second = ir.Union(current.members[:half]), ir.Union(current.members[half:])
+        return fit(ir.Union([scope.hoist(first), scope.hoist(second)]), scope, budget)
+    return current
+
+
+def alias_line(name: str, node: ir.TypeNode, scope: Scope) -> str:
+    """``name: _t.TypeAlias = <node>``, exploded with a magic trailing comma when too long."""
+    head = f"{name}: _t.TypeAlias = "
+    text = nodes.code(annotation(node, scope))
+    if nodes.fits(head + text) or not isinstance(node, ir.Lit | ir.Tuple | ir.Dict | ir.Ref):
+        return head + text
+    base = text[: text.index("[")]
+    if isinstance(node, ir.Lit):
+        items = [nodes.code(_literal(v, scope)) for v in node.values]
+    else:
+        items = [nodes.code(annotation(child, scope)) for child in _children(node)]
+    return nodes.exploded(f"{head}{base}[", items, "]")
+
+
+#: hoisted annotations are named _Alias1, _Alias2, ... in the order they are made
+ALIAS_PREFIX = "_Alias"
+
+
+def _width(node: ir.TypeNode, scope: Scope) -> int:
+    return len(nodes.code(annotation(node, scope)))
+
+
+def _children(node: ir.TypeNode) -> list[ir.TypeNode]:
+    if isinstance(node, ir.Seq):
+        return [node.item]
+    if isinstance(node, ir.Tuple):
+        return list(node.items)
+    if isinstance(node, ir.Dict):
+        return [node.key, node.value]
+    if isinstance(node, ir.Union):
+        return list(node.members)
+    if isinstance(node, ir.Ref):
+        return list(node.args)
+    if isinstance(node, ir.Annotated):
+        return [node.type]
+    return []
+
+
+def _with_child(node: ir.TypeNode, index: int, child: ir.TypeNode) -> ir.TypeNode:
+    children = _children(node)
+    children[index] = child
+    if isinstance(node, ir.Seq):
+        return ir.Seq(node.kind, children[0])
+    if isinstance(node, ir.Tuple):
+        return ir.Tuple(children)
+    if isinstance(node, ir.Dict):
+        return ir.Dict(children[0], children[1], node.mapping)
+    if isinstance(node, ir.Union):
+        return ir.Union(children)
+    if isinstance(node, ir.Ref):
+        return ir.Ref(node.name, children)
+    if isinstance(node, ir.Annotated):
+        return ir.Annotated(children[0], node.meta)
+    return node

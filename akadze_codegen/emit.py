@@ -21,6 +21,7 @@ from akadze_codegen.annotations import (
     STDLIB,
     Scope,
     annotation,
+    field_annotation,
     literal_value,
     referenced_names as _referenced,
     refs as _refs,
@@ -98,6 +99,8 @@ def _types_module(manifest: ir.Manifest) -> str:
             lines.append(f'{nt.name} = {nodes.code(scope.name("_t.NewType"))}("{nt.name}", {expr})\n')
         blocks.append("".join(lines))
     doc = '"""Mirrors of the worker\'s argument types: the same wire shape, no worker import."""\n'
+    if scope.aliases:  # after the classes they name (their annotations are lazy here)
+        blocks.append(_aliases(scope, "".join(blocks)))
     return _module(doc, scope.imports, [], blocks)
 
 
@@ -187,22 +190,41 @@ def _struct(definition: ir.StructDef, scope: Scope) -> str:
     if definition.fields:
         lines.append("\n")
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
-        ann = nodes.code(annotation(f.type, scope))
         lines.append(_default_comment(f))
-        if f.literal_default and isinstance(f.type, ir.Lit):
-            value = nodes.code(literal_value(f.type.values[0], scope))
-            if name != f.wire:
-                value = f"_msgspec.field(default={value}, name={_q(f.wire)})"
-            lines.append(f"    {name}: {ann} = {value}\n")
-        elif f.required:
-            suffix = f" = _msgspec.field(name={_q(f.wire)})" if name != f.wire else ""
-            lines.append(f"    {name}: {ann}{suffix}\n")
-        else:
-            value = "_msgspec.UNSET"
-            if name != f.wire:
-                value = f"_msgspec.field(default=_msgspec.UNSET, name={_q(f.wire)})"
-            lines.append(f"    {name}: {ann} | _msgspec.UnsetType = {value}\n")
+        lines.append(_struct_field(f, name, scope))
     return "".join(lines)
+
+
+def _struct_field(f: ir.Field, name: str, scope: Scope) -> str:
+    """One field line, short enough for ruff to leave alone (see annotations.fit)."""
+    node = f.type
+    if f.literal_default and isinstance(f.type, ir.Lit):
+        value = nodes.code(literal_value(f.type.values[0], scope))
+        if name != f.wire:
+            value = f"_msgspec.field(default={value}, name={_q(f.wire)})"
+    elif f.required:
+        value = f"_msgspec.field(name={_q(f.wire)})" if name != f.wire else ""
+    else:
+        node = ir.Union([node, ir.Ref("_msgspec.UnsetType")])
+        value = "_msgspec.UNSET"
+        if name != f.wire:
+            value = f"_msgspec.field(default=_msgspec.UNSET, name={_q(f.wire)})"
+    suffix = f" = {value}" if value else ""
+    ann = field_annotation(node, scope, f"    {name}: ", suffix)
+    line = f"    {name}: {ann}{suffix}"
+    if nodes.fits(line) or not value:
+        return line + "\n"
+    # still too long: one alias for the whole annotation, then the value split as ruff splits
+    # it (with a magic trailing comma, so that a longer line length keeps it split)
+    ann = nodes.code(annotation(scope.hoist(node), scope))
+    line = f"    {name}: {ann}{suffix}"
+    if nodes.fits(line):
+        return line + "\n"
+    head = f"    {name}: {ann} = _msgspec.field("
+    if value.startswith("_msgspec.field(") and nodes.fits(head):
+        arguments = value.removeprefix("_msgspec.field(").removesuffix(")").split(", ")
+        return nodes.exploded(head.lstrip(), arguments, ")", indent="    ") + "\n"
+    return f"    {name}: {ann} = (\n        {value}\n    )\n"
 
 
 def _q(text: str) -> str:
@@ -234,9 +256,8 @@ def _typeddict_class(
     if fields:
         lines.append("\n")
     for f in fields:
-        ann = nodes.code(annotation(f.type, scope))
-        if not f.required:
-            ann = f"_t.NotRequired[{ann}]"
+        wrap = "" if f.required else "_t.NotRequired"
+        ann = field_annotation(f.type, scope, f"    {f.name}: ", wrap=wrap)
         lines.append(_default_comment(f))
         lines.append(f"    {f.name}: {ann}\n")
     return "".join(lines)
@@ -251,7 +272,7 @@ def _namedtuple(definition: ir.NamedTupleDef, scope: Scope) -> str:
     if definition.fields:
         lines.append("\n")
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
-        lines.append(f"    {name}: {nodes.code(annotation(f.type, scope))}\n")
+        lines.append(f"    {name}: {field_annotation(f.type, scope, f'    {name}: ')}\n")
     return "".join(lines)
 
 
@@ -284,6 +305,8 @@ def _task_module(
     blocks: list[str] = []
     for task in tasks:
         blocks.extend(_task(task, scope))
+    if scope.aliases:  # defined above their use: this module's annotations are evaluated
+        blocks.insert(0, _aliases(scope, "".join(blocks)))
     local: list[str] = []
     if qualified:
         local.append(f"from . import {TYPES_MODULE} as _ty\n")
@@ -346,25 +369,48 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     summary = f"Task ``{task.name}`` on queue ``{task.queue}``."
     if task.doc:
         summary = f"{summary[:-1]}: {task.doc}"
+    # long task names make long lines: exploded the way ruff explodes them, with a magic
+    # trailing comma wherever the syntax has one
+    signature = f"    async def enqueue(self, /, **kwargs: _t.Unpack[{args}]) -> _rt.Job:"
+    if not nodes.fits(signature):
+        params = ["self", "/", f"**kwargs: _t.Unpack[{args}]"]
+        signature = nodes.exploded("async def enqueue(", params, ") -> _rt.Job:", indent="    ")
     enqueue = (
-        f"    async def enqueue(self, /, **kwargs: _t.Unpack[{args}]) -> _rt.Job:\n"
+        f"{signature}\n"
         '        """Insert one job; ``using(session=..., delay=...)`` sets the options."""\n'
         "        return await self._enqueue(kwargs)\n"
     )
-    class_block = f"class {cls}(_rt.RemoteTask[{args}]):\n{_docstring(summary)}\n{enqueue}"
-    instance = nodes.exploded(
-        f"{task.attr}: _t.Final = {cls}(",
-        [
-            _q(task.name),
-            f"queue={_q(task.queue)}",
-            f"priority={task.priority}",
-            f"max_attempts={task.max_attempts}",
-            f"args_fp={_q(task.args_fp)}",
-            f"args_type={args}",
-        ],
-        ")",
-    )
+    header = f"class {cls}(_rt.RemoteTask[{args}]):"
+    if not nodes.fits(header):
+        header = nodes.exploded(f"class {cls}(", [f"_rt.RemoteTask[{args}]"], "):")
+    class_block = f"{header}\n{_docstring(summary)}\n{enqueue}"
+    items = [
+        _q(task.name),
+        f"queue={_q(task.queue)}",
+        f"priority={task.priority}",
+        f"max_attempts={task.max_attempts}",
+        f"args_fp={_q(task.args_fp)}",
+        f"args_type={args}",
+    ]
+    head = f"{task.attr}: _t.Final = "
+    if nodes.fits(f"{head}{cls}("):
+        instance = nodes.exploded(f"{head}{cls}(", items, ")")
+    else:
+        call = nodes.exploded(f"{cls}(", items, ")", indent="    ")
+        instance = f"{head}(\n{call}\n)"
     return [args_block, class_block, instance + "\n"]
+
+
+def _aliases(scope: Scope, body: str) -> str:
+    """The hoisted aliases that are used (hoisting can leave one behind): by the body, or by
+    another used alias. They are in dependency order, so one pass from the end finds them."""
+    used_text = body
+    kept: list[str] = []
+    for name, text in reversed(scope.aliases):
+        if re.search(rf"\b{name}\b", used_text):
+            kept.append(text)
+            used_text += text
+    return "".join(f"{text}\n" for text in reversed(kept))
 
 
 def _import_from(module: str, names: Iterable[str]) -> str:

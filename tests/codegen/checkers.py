@@ -24,6 +24,7 @@ MYPY_CACHE = ROOT / ".mypy_cache" / "akadze-typecheck"
 CODEGEN_TARGETS = (
     "tests/codegen/golden/registration",
     "tests/codegen/golden/wire",
+    "tests/codegen/golden/long_names",
     "tests/codegen/typecheck/negative_client.py",
     "tests/codegen/typecheck/positive_client.py",
     "examples/producer/service.py",

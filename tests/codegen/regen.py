@@ -32,6 +32,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES: dict[str, str] = {
     "registration": "tests.codegen.apps.registration.worker:app",
     "wire": "tests.codegen.apps.wire.worker:app",
+    "long_names": "tests.codegen.apps.long_names.worker:app",
 }
 
 
@@ -75,7 +76,9 @@ def write_snapshots() -> None:
         stem.with_suffix(".mypy.txt").write_text(f"# mypy {mypy_version()}\n{output}")
         print(f"updated {stem.with_suffix('.mypy.txt').relative_to(ROOT)}")
         if pyright_available() and path.startswith("tests/codegen"):
-            pyright = lines_for(run_pyright("tests/codegen/golden", *CODEGEN_TARGETS[2:4]), path)
+            pyright = lines_for(
+                run_pyright("tests/codegen/golden", path, path.replace("negative", "positive")), path
+            )
             stem.with_suffix(".pyright.txt").write_text("".join(f"{line}\n" for line in pyright))
             print(f"updated {stem.with_suffix('.pyright.txt').relative_to(ROOT)}")
 

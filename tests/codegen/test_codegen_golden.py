@@ -59,6 +59,15 @@ def test_every_file_carries_the_generated_marker_and_no_path_time_or_version() -
         assert "version" not in manifest.read_text()
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_golden_package_imports(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    monkeypatch.syspath_prepend(str(GOLDEN))
+    module = importlib.import_module(case)
+    assert module.__all__
+
+
 def _extract(app_path: str, seed: str) -> bytes:
     env = {**os.environ, "PYTHONHASHSEED": seed, "AKADZE_CODEGEN": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(

@@ -1,0 +1,1 @@
+"""Long task, parameter, field and type names: the output must still be formatter-stable."""
