@@ -69,6 +69,13 @@ class ArgsCodec:
             payload = _encoder.encode(validated)
         except (TypeError, NotImplementedError) as exc:
             raise TypeError(f"task {self.task_name!r}: {exc}") from None
+        except UnicodeEncodeError:
+            # msgspec's own error names only a position; the value (kept on the exception)
+            # must not travel further
+            raise ValueError(
+                f"task {self.task_name!r}: an argument contains a lone surrogate, "
+                "which is not valid Unicode and cannot be stored"
+            ) from None
         if len(payload) > self.max_bytes:
             raise ArgsTooLargeError(self.task_name, len(payload), self.max_bytes)
         if b"\\u0000" in payload:
