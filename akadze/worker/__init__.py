@@ -23,6 +23,7 @@ from uuid import uuid4
 from akadze import hooks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Ended, Queries, Written
+from akadze.drift import DriftLog
 from akadze.job import Job, JobState
 from akadze.worker.completer import Completer
 from akadze.worker.connection import HeldConnection
@@ -96,6 +97,7 @@ class Worker:
             _seconds(rescue_interval, "rescue_interval") if rescue_interval else self.lost_after_s / 2
         )
         self.listen = listen
+        _check_pool(app, slots, listen)
         self.id = str(uuid4())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         #: how many runs this worker finished (any outcome)
@@ -109,7 +111,8 @@ class Worker:
         self._stopping = False
         self._stop_now = False
         self._stopped = asyncio.Event()
-        self._drift_seen: set[tuple[str, str]] = set()
+        #: stale-producer counts per (task, fingerprint); each pair is logged once
+        self.drift_log = DriftLog()
         self._durations: dict[int, float] = {}
         self._claim = HeldConnection(app.engine)
         #: a claim failed on a lost connection: it may have committed, its reply lost
@@ -312,7 +315,7 @@ class Worker:
     async def _run_one(self, job: Job) -> None:
         started = time.monotonic()
         try:
-            outcome: RunOutcome = await execute(self.app, job, drift_seen=self._drift_seen)
+            outcome: RunOutcome = await execute(self.app, job, drift_log=self.drift_log)
             if outcome.ended is None and outcome.committed_result is not None:
                 # stored while the run still holds its slot, so a stop or a burst waits for it
                 with contextlib.suppress(Exception):
@@ -387,6 +390,36 @@ class Worker:
             await Queries.unregister_worker(await self._claim.raw(), self.id)
         await self._claim.close()
         logger.info("worker %s stopped after %d runs", self.id, self.runs)
+
+
+def _check_pool(app: Akadze, slots: int, listen: bool) -> None:
+    """Refuse a pool too small to ever serve a run, and warn about one smaller than the slots.
+
+    The worker keeps one pool connection for claims, one for outcomes and one for LISTEN; the
+    runs' complete_tx and the maintenance passes take more. With a pool no larger than what the
+    worker keeps, every run would wait for a connection that never comes back (a deadlock).
+    """
+    pool = app.engine.pool
+    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
+    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
+        return  # not a bounded queue pool (NullPool, unlimited overflow)
+    capacity = size() + overflow
+    kept = 3 if listen else 2
+    if capacity <= kept:
+        raise ValueError(
+            f"the engine's pool allows {capacity} connections at once, and a worker keeps {kept} "
+            f"of them (claims, outcomes{', LISTEN' if listen else ''}), so no run could ever get one: "
+            f"allow at least {kept + 1} (pool_size + max_overflow), ideally {kept + slots}"
+        )
+    if capacity < kept + slots:
+        logger.warning(
+            "the engine's pool allows %d connections at once; the worker keeps %d, so with %d slots "
+            "runs may wait for a connection (pool_size + max_overflow of %d avoids that)",
+            capacity,
+            kept,
+            slots,
+            kept + slots,
+        )
 
 
 async def _guard(service: Awaitable[None], origin: Service) -> None:

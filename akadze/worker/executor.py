@@ -19,6 +19,7 @@ import pydantic
 from akadze.codec import encode_result
 from akadze.context import RunContext, enter, leave
 from akadze.db.queries import Ended
+from akadze.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
 from akadze.errors import UnknownTaskError
 from akadze.job import Job
 from akadze.outcomes import RunEnd, decide
@@ -34,10 +35,6 @@ class RunTimeout(TimeoutError):
     """The run exceeded its task's timeout."""
 
 
-class ArgsSchemaMismatch(ValueError):
-    """The job's arguments do not decode with this worker's signature of the task."""
-
-
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     ended: Ended | None
@@ -46,32 +43,27 @@ class RunOutcome:
     committed: bool = False
 
 
-def describe_validation(exc: pydantic.ValidationError) -> str:
-    """The fields and what is wrong with them, never the values (they may be secrets)."""
-    parts = []
-    for error in exc.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
-
-
-def decode_args(task: Task[Any, Any], job: Job) -> dict[str, Any]:
+def decode_args(task: Task[Any, Any], job: Job, drift_log: DriftLog) -> dict[str, Any]:
     """Validate the stored arguments into the declared types.
 
     When the producer built them against another schema (codegen drift) and they no longer
     decode, ArgsSchemaMismatch names both fingerprints and the fields: no retry can help.
+    Invalid arguments without drift are a ValueError (an error like any other).
     """
-    raw = msgspec.json.encode(job.args)
     try:
-        return task.codec.decode(raw)
+        kwargs: dict[str, Any] | None = task.codec.decode(msgspec.json.encode(job.args))
+        error = None
     except pydantic.ValidationError as exc:
-        details = describe_validation(exc)
-        if job.args_fp and job.args_fp != task.args_fp:
-            raise ArgsSchemaMismatch(
-                f"arguments built against schema {job.args_fp} do not decode with this "
-                f"worker's schema {task.args_fp} of task {task.name!r}: {details}"
-            ) from None
-        raise ValueError(f"invalid arguments for task {task.name!r}: {details}") from None
+        kwargs, error = None, exc
+    verdict = check_drift(task.name, task.args_fp, job.args_fp, error, log=drift_log)
+    if verdict.warning:
+        logger.warning(verdict.warning)
+    if verdict.error is not None:
+        raise verdict.error
+    if kwargs is None:
+        assert error is not None
+        raise ValueError(f"invalid arguments for task {task.name!r}: {describe(error)[1]}")
+    return kwargs
 
 
 async def _maybe_await(value: object) -> None:
@@ -111,7 +103,7 @@ def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> 
     return future
 
 
-async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) -> RunOutcome:
+async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> RunOutcome:
     """Run ``job`` (claimed, state running) and decide its next state.
 
     A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
@@ -123,23 +115,13 @@ async def execute(app: Akadze, job: Job, *, drift_seen: set[tuple[str, str]]) ->
         completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=unknown)
         return RunOutcome(Ended(job.id, job.run, completion, None))
     try:
-        kwargs = decode_args(task, job)
+        kwargs = decode_args(task, job, drift_log)
     except ArgsSchemaMismatch as exc:
         completion = decide(RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
         return RunOutcome(Ended(job.id, job.run, completion, None))
     except ValueError as exc:
         completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
         return RunOutcome(Ended(job.id, job.run, completion, None))
-    if job.args_fp and job.args_fp != task.args_fp and (job.task, job.args_fp) not in drift_seen:
-        drift_seen.add((job.task, job.args_fp))
-        logger.warning(
-            "task %r: job %d was built against argument schema %s, this worker has %s; "
-            "it decodes, so it runs (regenerate the producer's client)",
-            task.name,
-            job.id,
-            job.args_fp,
-            task.args_fp,
-        )
 
     ctx = RunContext(app, job)
     token = enter(ctx)
