@@ -20,6 +20,14 @@ from akadze.errors import (
     NotInRunError,
     UnknownTaskError,
 )
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
 
 URL = "postgresql://akadze:secret@localhost:5432/akadze"
 

@@ -16,7 +16,13 @@ from akadze.errors import LostOwnershipError
 from akadze.testing import drain
 from akadze.worker.rescuer import rescue_lost
 from tests.conftest import wait_until
-from tests.support import execute, fetch, fetchval, plain
+from tests.support import execute, fetch, fetchval, module_database, plain
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
 
 
 @pytest.fixture

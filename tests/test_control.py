@@ -14,7 +14,13 @@ from akadze import Akadze, Cancel, Fail, Job, JobState, Retry, Snooze, request_c
 from akadze.errors import ConfigError
 from akadze.testing import drain
 from tests.conftest import wait_until
-from tests.support import fetchval
+from tests.support import fetchval, module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
 
 
 async def job_after(app: Akadze, job_id: int) -> Job:
@@ -182,7 +188,7 @@ async def _run_racing(
 ) -> Job:
     gate = Gate()
 
-    @app.task("racing", timeout=timedelta(seconds=3))
+    @app.task("racing", timeout=timedelta(seconds=1.5))
     async def racing() -> Any:
         return await body(gate)
 

@@ -18,7 +18,14 @@ from akadze.testing import drain
 from akadze.worker import Worker
 from akadze.worker.rescuer import rescue_lost
 from tests.conftest import wait_until
-from tests.support import seconds_until_run
+from tests.support import module_database, seconds_until_run
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
 
 HOUR = timedelta(hours=1)
 

@@ -14,6 +14,13 @@ from typer.testing import CliRunner, Result
 from akadze import Akadze, Job, JobState
 from akadze.cli import app as cli
 from akadze.testing import drain
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
 
 
 class Jobs:

@@ -13,7 +13,14 @@ import pytest
 
 from akadze.db import queries
 from akadze.db.sql import statements
-from tests.support import plain
+from tests.support import module_database, plain
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
 
 SQL_FILES = sorted(
     entry.name.removesuffix(".sql")

@@ -14,6 +14,13 @@ from sqlalchemy import text
 from akadze import Akadze, Job, JobState, current
 from akadze.testing import drain
 from tests.conftest import wait_until
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
 
 
 async def job_after(app: Akadze, job_id: int) -> Job:

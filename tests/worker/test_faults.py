@@ -130,9 +130,9 @@ async def test_jobs_of_a_killed_worker_are_rescued_with_an_attempt_spent_and_all
         return len(await marks(database_url, "started")) == 4
 
     await wait_until(all_started, timeout=30)
+    rescuer = start_worker()  # it starts while the victim holds every job
     victim.signal(signal.SIGKILL)
     assert await victim.exit_code() == -signal.SIGKILL
-    rescuer = start_worker()
     await wait_until(lambda: all_in(app, ids, JobState.SUCCEEDED), timeout=30)
     for job in await jobs(app, ids):
         assert (job.attempt, job.run, job.result) == (2, 2, rescuer.pid)
@@ -155,10 +155,10 @@ async def test_a_crash_inside_complete_tx_leaves_no_half_written_state(
         return bool(await marks(database_url, "in block"))
 
     await wait_until(in_block, timeout=30)
+    rescuer = start_worker()
     victim.signal(signal.SIGKILL)
     await victim.exit_code()
     assert await fetchval(database_url, "SELECT count(*) FROM ledger") == 0
-    rescuer = start_worker()
     await wait_until(lambda: all_in(app, [job.id], JobState.SUCCEEDED), timeout=30)
     [after] = await jobs(app, [job.id])
     assert (after.attempt, after.run, after.result) == (2, 2, rescuer.pid)
@@ -178,8 +178,8 @@ async def test_a_stopped_worker_resumed_after_a_rescue_cannot_complete_and_carri
         return bool(await marks(database_url, "in block"))
 
     await wait_until(in_block, timeout=30)
-    stalled.signal(signal.SIGSTOP)
     other = start_worker()
+    stalled.signal(signal.SIGSTOP)
     await wait_until(lambda: all_in(app, [job.id], JobState.SUCCEEDED), timeout=30)
     other.signal(signal.SIGTERM)
     assert await other.exit_code() == 0, other.output()
@@ -216,9 +216,9 @@ async def test_sigterm_mid_job_loses_nothing_and_leaves_nothing_running(
     app: Akadze, database_url: str, start_worker: Callable[..., WorkerProcess]
 ) -> None:
     hold = app.get_task("faults.hold")
-    short = [job.id for job in await hold.enqueue_many([{"seconds": 1.5}] * 2)]
+    short = [job.id for job in await hold.enqueue_many([{"seconds": 1}] * 2)]
     long = [job.id for job in await hold.enqueue_many([{"seconds": 60}] * 2)]
-    worker = start_worker("--slots", "4", "--shutdown-timeout", "5")
+    worker = start_worker("--slots", "4", "--shutdown-timeout", "2.5")
 
     async def all_started() -> bool:
         return len(await marks(database_url, "started")) == 4
@@ -227,7 +227,7 @@ async def test_sigterm_mid_job_loses_nothing_and_leaves_nothing_running(
     stopping = time.monotonic()
     worker.signal(signal.SIGTERM)
     assert await worker.exit_code() == 0, worker.output()
-    assert time.monotonic() - stopping < 5 + 5
+    assert time.monotonic() - stopping < 2.5 + 5
     for job in await jobs(app, short):
         assert (job.state, job.attempt) == (JobState.SUCCEEDED, 1)
     for job in await jobs(app, long):
@@ -278,7 +278,7 @@ async def test_three_workers_run_two_thousand_jobs_exactly_once(
 async def test_a_task_blocking_the_event_loop_does_not_make_its_worker_look_dead(
     app: Akadze, database_url: str, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    job = await app.get_task("faults.block").enqueue(seconds=4)
+    job = await app.get_task("faults.block").enqueue(seconds=3)
     worker = start_worker("--lost-after", "1")
 
     async def started() -> bool:
@@ -286,7 +286,7 @@ async def test_a_task_blocking_the_event_loop_does_not_make_its_worker_look_dead
 
     await wait_until(started, timeout=30)
     passes = 0
-    # rescue passes from elsewhere while the loop is blocked for four times lost_after
+    # rescue passes from elsewhere while the loop is blocked for three times lost_after
     while (await jobs(app, [job.id]))[0].state is JobState.RUNNING:
         assert await rescue_lost(app.engine) == []
         assert (

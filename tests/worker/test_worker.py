@@ -22,7 +22,22 @@ from akadze.worker import Worker
 from akadze.worker.rescuer import rescue_lost
 from tests.apps import basic
 from tests.conftest import wait_until
-from tests.support import PYTHON, ROOT, execute, fetch, fetchval, seconds_until_run, subprocess_env
+from tests.support import (
+    PYTHON,
+    ROOT,
+    execute,
+    fetch,
+    fetchval,
+    module_database,
+    seconds_until_run,
+    subprocess_env,
+)
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
 
 
 async def state_of(app: Akadze, job_id: int) -> JobState:
