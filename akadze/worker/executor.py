@@ -142,9 +142,14 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
                 if deadline.expired():
                     raise RunTimeout(f"the run exceeded its timeout of {timeout:g}s") from None
                 raise
-    except asyncio.CancelledError:
-        completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
-        return RunOutcome(Ended(job.id, job.run, completion, None))
+    except asyncio.CancelledError as exc:
+        running = asyncio.current_task()
+        if running is None or running.cancelling():
+            # the worker stopped this run: back to queued, attempt given back
+            completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
+            return RunOutcome(Ended(job.id, job.run, completion, None))
+        # nobody cancelled the run: the task raised CancelledError itself, an error like any other
+        error = exc
     except BaseException as exc:  # the run's error, whatever the task raised
         error = exc
     finally:
