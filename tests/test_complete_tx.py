@@ -346,3 +346,44 @@ async def test_a_run_that_lost_its_job_inside_the_block_rolls_back_and_the_new_o
     assert (after.state, after.run, after.attempt, after.result) == (JobState.SUCCEEDED, 2, 2, "run 2")
     assert [e.type for e in after.errors] == ["akadze.WorkerLost"]
     assert await ledger_rows(ledger) == [(job.id, 2, "run 2")]
+
+
+async def test_a_timeout_inside_the_block_rolls_the_writes_back_and_spends_an_attempt(
+    app: Akadze, ledger: str
+) -> None:
+    @app.task("step", timeout=timedelta(milliseconds=300), max_attempts=1)
+    async def step() -> None:
+        async with current().complete_tx() as conn:
+            await write_ledger(conn)
+            await asyncio.sleep(30)
+
+    job = await step.enqueue()
+    await asyncio.wait_for(drain(app), 10)
+    after = await job_after(app, job.id)
+    assert (after.state, after.attempt) == (JobState.FAILED, 1)
+    assert after.errors[0].type.endswith("RunTimeout")
+    assert await ledger_rows(ledger) == []
+
+
+async def test_a_stop_while_the_block_runs_rolls_it_back_and_puts_the_job_back(
+    app: Akadze, ledger: str
+) -> None:
+    from akadze.worker import Worker
+
+    gate = Gate()
+
+    @app.task("step")
+    async def step() -> None:
+        async with current().complete_tx() as conn:
+            await write_ledger(conn)
+            await gate.hold()
+
+    job = await step.enqueue()
+    worker = Worker(app, shutdown_timeout=timedelta(milliseconds=200), listen=False)
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    await asyncio.wait_for(gate.entered.wait(), 10)
+    worker.stop()
+    await asyncio.wait_for(serving, 10)
+    after = await job_after(app, job.id)
+    assert (after.state, after.attempt, after.errors) == (JobState.QUEUED, 0, ())
+    assert await ledger_rows(ledger) == []

@@ -11,8 +11,10 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from akadze import Akadze, Cancel, Fail, Job, JobState, Retry, Snooze, request_cancel, requeue
+from akadze.db.queries import Queries
 from akadze.errors import ConfigError
 from akadze.testing import drain
+from akadze.worker.rescuer import rescue_lost
 from tests.conftest import wait_until
 from tests.support import fetchval, module_database
 
@@ -335,3 +337,36 @@ async def test_requeue_of_a_job_that_is_not_failed_changes_nothing(app: Akadze) 
         async with app.engine.begin() as conn:
             assert await requeue(conn, job_id) is None
         assert await app.get_job(job_id) == before
+
+
+async def test_a_second_cancel_of_a_running_job_is_accepted(app: Akadze) -> None:
+    """The job is still active and the request stands: the CLI must not say "not active"."""
+
+    async def interrupt(job: Job) -> None:
+        assert await cancel(app, job.id) is True
+        assert await cancel(app, job.id) is True
+
+    after = await _run_racing(app, _raises, interrupt)
+    assert after.state is JobState.CANCELLED
+
+
+async def test_a_cancelled_running_job_whose_worker_is_lost_ends_cancelled_without_running_again(
+    app: Akadze,
+) -> None:
+    ran: list[int] = []
+
+    @app.task("t")
+    async def t() -> None:
+        ran.append(1)
+
+    job = await t.enqueue()
+    async with app.engine.connect() as conn:
+        await Queries.claim(conn, ["default"], 1, "00000000-0000-0000-0000-000000000004")
+        await conn.commit()
+    assert await cancel(app, job.id) is True
+    [rescued] = await rescue_lost(app.engine)
+    assert (rescued.id, rescued.state) == (job.id, JobState.CANCELLED)
+    assert await drain(app) == 0
+    assert ran == []
+    after = await job_after(app, job.id)
+    assert (after.state, after.attempt) == (JobState.CANCELLED, 0)

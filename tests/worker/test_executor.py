@@ -305,3 +305,30 @@ async def test_a_second_stop_puts_running_jobs_back_at_once(app: Akadze, databas
     assert (after.state, after.attempt, after.errors) == (JobState.QUEUED, 0, ())
     async with app.engine.connect() as conn:
         assert await conn.scalar(text("SELECT count(*) FROM akadze_workers")) == 0
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [asyncio.CancelledError(), KeyboardInterrupt(), SystemExit(3)],
+    ids=["cancelled-error", "keyboard-interrupt", "system-exit"],
+)
+async def test_a_task_raising_a_base_exception_spends_an_attempt_and_the_worker_carries_on(
+    app: Akadze, raised: BaseException
+) -> None:
+    """Only a stop of the worker puts a job back without spending an attempt: a task that
+    raises CancelledError itself (an inner operation that was cancelled) failed."""
+    runs: list[int] = []
+
+    @app.task("t", max_attempts=2, backoff=lambda attempt: timedelta(0))
+    async def t() -> str:
+        runs.append(current().job.attempt)
+        if len(runs) == 1:
+            raise raised
+        return "second run"
+
+    job = await t.enqueue()
+    assert await asyncio.wait_for(drain(app), 10) == 2
+    after = await job_after(app, job.id)
+    assert (after.state, after.attempt, after.result) == (JobState.SUCCEEDED, 2, "second run")
+    assert [e.attempt for e in after.errors] == [1]
+    assert after.errors[0].type.endswith(type(raised).__name__)

@@ -171,18 +171,22 @@ async def test_a_crash_inside_complete_tx_leaves_no_half_written_state(
 async def test_a_stopped_worker_resumed_after_a_rescue_cannot_complete_and_carries_on_serving(
     app: Akadze, database_url: str, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    job = await app.get_task("faults.step").enqueue(seconds=3)
+    # one run inside complete_tx, one plain run: neither may complete after the rescue
+    in_tx = await app.get_task("faults.step").enqueue(seconds=3)
+    plain_run = await app.get_task("faults.hold").enqueue(seconds=3)
+    ids = [in_tx.id, plain_run.id]
     stalled = start_worker()
 
-    async def in_block() -> bool:
-        return bool(await marks(database_url, "in block"))
+    async def both_running() -> bool:
+        return bool(await marks(database_url, "in block")) and len(await marks(database_url, "started")) == 2
 
-    await wait_until(in_block, timeout=30)
+    await wait_until(both_running, timeout=30)
     other = start_worker()
     stalled.signal(signal.SIGSTOP)
-    await wait_until(lambda: all_in(app, [job.id], JobState.SUCCEEDED), timeout=30)
+    await wait_until(lambda: all_in(app, ids, JobState.SUCCEEDED), timeout=30)
     other.signal(signal.SIGTERM)
     assert await other.exit_code() == 0, other.output()
+    rescued = await jobs(app, ids)
 
     stalled.signal(signal.SIGCONT)
 
@@ -190,10 +194,13 @@ async def test_a_stopped_worker_resumed_after_a_rescue_cannot_complete_and_carri
         return bool(await marks(database_url, "fenced"))
 
     await wait_until(fenced, timeout=30)
-    [after] = await jobs(app, [job.id])
-    assert (after.state, after.run, after.attempt, after.result) == (JobState.SUCCEEDED, 2, 2, other.pid)
+    # the plain run ended too; its outcome was refused by the fencing token
+    await wait_until(lambda: f"job_id={plain_run.id} run=1 outcome dropped" in stalled.output(), timeout=15)
+    assert (plain_run.id, 1, stalled.pid) in await marks(database_url, "finished")
+    for job in await jobs(app, ids):
+        assert (job.state, job.run, job.attempt, job.result) == (JobState.SUCCEEDED, 2, 2, other.pid)
     rows = await fetch(database_url, "SELECT job_id, run, pid FROM ledger")
-    assert [tuple(r) for r in rows] == [(job.id, 2, other.pid)], "the stalled run's writes must roll back"
+    assert [tuple(r) for r in rows] == [(in_tx.id, 2, other.pid)], "the stalled run's writes must roll back"
 
     # it registered again and serves: the next job is run by it, the only worker left
     async def registered() -> bool:
@@ -207,7 +214,7 @@ async def test_a_stopped_worker_resumed_after_a_rescue_cannot_complete_and_carri
     [served] = await jobs(app, [follow_up.id])
     assert served.result == stalled.pid
     assert stalled.alive
-    assert await jobs(app, [job.id]) == [after]
+    assert await jobs(app, ids) == rescued
     stalled.signal(signal.SIGTERM)
     assert await stalled.exit_code() == 0, stalled.output()
 

@@ -67,6 +67,25 @@ async def test_higher_priority_runs_first_then_earlier_run_at_then_lower_id(app:
     assert order == ["high-old", "high-1", "high-2", "low-older", "low-old", "lowest"]
 
 
+async def test_priority_order_holds_across_the_queues_of_a_worker(app: Akadze) -> None:
+    order: list[str] = []
+
+    @app.task("a", queue="a")
+    async def a(label: str) -> None:
+        order.append(label)
+
+    @app.task("b", queue="b")
+    async def b(label: str) -> None:
+        order.append(label)
+
+    await a.using(priority=1).enqueue(label="a1")
+    await b.using(priority=3).enqueue(label="b3")
+    await a.using(priority=2).enqueue(label="a2")
+    await b.using(priority=0).enqueue(label="b0")
+    assert await drain(app, slots=1) == 4
+    assert order == ["b3", "a2", "a1", "b0"]
+
+
 async def test_the_task_priority_is_the_default_and_using_overrides_it(app: Akadze) -> None:
     order: list[str] = []
 
