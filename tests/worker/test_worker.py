@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -29,6 +30,7 @@ from tests.support import (
     fetch,
     fetchval,
     module_database,
+    plain,
     seconds_until_run,
     subprocess_env,
 )
@@ -526,3 +528,59 @@ def test_akadze_worker_burst_exits_zero_once_no_ready_job_is_left(database_url: 
     assert dict(counts) == {"succeeded": 20, "queued": 1}  # type: ignore[arg-type]
     assert asyncio.run(fetchval(database_url, "SELECT count(*) FROM recorded")) == 20
     assert asyncio.run(fetchval(database_url, "SELECT count(*) FROM akadze_workers")) == 0
+
+
+# -- liveness -----------------------------------------------------------------------------------
+
+
+async def test_a_worker_declared_lost_registers_again_and_keeps_serving(
+    app: Akadze, database_url: str
+) -> None:
+    ran = asyncio.Event()
+
+    @app.task("t")
+    async def t() -> None:
+        ran.set()
+
+    worker = Worker(
+        app,
+        heartbeat_interval=timedelta(milliseconds=100),
+        lost_after=timedelta(seconds=1),
+        poll_interval=timedelta(milliseconds=100),
+        listen=False,
+    )
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+
+        async def registered() -> bool:
+            return bool(
+                await fetchval(database_url, "SELECT count(*) FROM akadze_workers WHERE id = $1", worker.id)
+            )
+
+        await wait_until(registered)
+        await execute(database_url, "DELETE FROM akadze_workers")
+        await wait_until(registered)
+        await t.enqueue()
+        await asyncio.wait_for(ran.wait(), 10)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(serving, 10)
+
+
+async def test_a_rescue_never_waits_on_a_row_that_a_stalled_run_holds(app: Akadze, database_url: str) -> None:
+    @app.task("t")
+    async def t() -> None: ...
+
+    job = await t.enqueue()
+    async with app.engine.connect() as conn:
+        await Queries.claim(conn, ["default"], 1, "00000000-0000-0000-0000-000000000005")
+        await conn.commit()
+    holder = await asyncpg.connect(plain(database_url))
+    try:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM akadze_jobs WHERE id = $1 FOR UPDATE", job.id)
+            assert await asyncio.wait_for(rescue_lost(app.engine), 5) == []
+        [rescued] = await rescue_lost(app.engine)
+    finally:
+        await holder.close()
+    assert (rescued.id, rescued.state, rescued.attempt) == (job.id, JobState.QUEUED, 1)
