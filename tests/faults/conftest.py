@@ -1,0 +1,52 @@
+"""Fixtures of the fault scenarios: a PostgreSQL of their own, one database per test.
+
+The worker processes of these scenarios would crowd a shared server, and some scenarios put
+a proxy or PgBouncer in front of it, so they get their own embedded server on a loopback
+port (not durable: nothing here crashes it; the restart scenario starts a durable one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from .pgserver import OwnServer
+from .scenarios import Env, own_env
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def own_server() -> Iterator[OwnServer]:
+    folder = Path(tempfile.mkdtemp(prefix="akadze-faults-"))
+    server = OwnServer(folder, durable=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def fault_env(own_server: OwnServer, tmp_path: Path) -> AsyncIterator[Env]:
+    """A fresh database with akadze's schema and the ledger, on the scenarios' own server."""
+    name = f"faults_{os.getpid()}_{next(_names)}"
+    env = await own_env(own_server, name, tmp_path)
+    yield env
+    try:
+        import asyncpg
+
+        conn = await asyncpg.connect(own_server.dsn())
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+    except Exception:  # noqa: S110 (the server goes away with the session anyway)
+        pass
