@@ -150,26 +150,20 @@ class Worker:
         """
         loop = asyncio.get_running_loop()
         restore = self._install_signals(loop) if handle_signals else []
-        await Queries.register_worker(
-            await self._claim.raw(),
-            worker_id=self.id,
-            name=self.name,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            queues=self.queues,
-            slots=self.slots,
-            lost_after_s=self.lost_after_s,
-        )
+        registration: dict[str, Any] = {
+            "worker_id": self.id,
+            "name": self.name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": self.queues,
+            "slots": self.slots,
+            "lost_after_s": self.lost_after_s,
+        }
+        await Queries.register_worker(await self._claim.raw(), **registration)
         self._heartbeat = Heartbeat(
             self.app.engine.url,
-            worker_id=self.id,
-            name=self.name,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            queues=self.queues,
-            slots=self.slots,
+            registration,
             interval_s=self.heartbeat_interval_s,
-            lost_after_s=self.lost_after_s,
         )
         self._heartbeat.start()
         self._completer = Completer(

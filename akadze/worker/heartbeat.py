@@ -7,7 +7,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy.engine import URL
@@ -20,32 +20,14 @@ logger = logging.getLogger("akadze.worker")
 
 
 class Heartbeat:
-    def __init__(
-        self,
-        url: URL,
-        *,
-        worker_id: str,
-        name: str,
-        host: str,
-        pid: int,
-        queues: Sequence[str],
-        slots: int,
-        interval_s: float,
-        lost_after_s: float,
-    ) -> None:
+    def __init__(self, url: URL, registration: Mapping[str, Any], *, interval_s: float) -> None:
+        """``registration`` holds Queries.register_worker's arguments: they re-register a
+        worker that was declared lost."""
         self.url = url
-        self.worker_id = worker_id
+        self.worker_id: str = registration["worker_id"]
         self.interval_s = interval_s
-        self.lost_after_s = lost_after_s
-        self._register: dict[str, Any] = {
-            "worker_id": worker_id,
-            "name": name,
-            "host": host,
-            "pid": pid,
-            "queues": list(queues),
-            "slots": slots,
-            "lost_after_s": lost_after_s,
-        }
+        self.lost_after_s: float = registration["lost_after_s"]
+        self._register = dict(registration)
         #: monotonic time of the last heartbeat the database acknowledged
         self.last_ok = time.monotonic()
         #: how many times this worker found itself declared lost and registered again
