@@ -76,6 +76,8 @@ def create_engine(url: str, *, pool_size: int = _DEFAULT_POOL_SIZE) -> AsyncEngi
         pool_size=pool_size,
         max_overflow=_MAX_OVERFLOW,
         json_deserializer=msgspec.json.decode,
+        # statement parameters hold task arguments: keep them out of SQLAlchemy's logs and errors
+        hide_parameters=True,
         connect_args={
             "statement_cache_size": 0,
             "prepared_statement_cache_size": 0,

@@ -22,6 +22,8 @@ from akadze.outcomes import Completion
 
 #: a job keeps at most this many error entries, the newest
 MAX_ERRORS = 20
+#: an error entry's message is cut to this many characters
+MAX_ERROR_MESSAGE = 2000
 
 Connection = Any  # AsyncConnection, or the asyncpg.Connection under one (asyncpg is untyped)
 
@@ -316,4 +318,7 @@ def _error_entry(ended: Ended) -> _ErrorEntry | None:
     c = ended.completion
     if c.error_type is None:
         return None
-    return _ErrorEntry(c.attempt, c.error_type, c.error_message or "")
+    message = c.error_message or ""
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + " [truncated]"
+    return _ErrorEntry(c.attempt, c.error_type, message)
