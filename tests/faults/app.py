@@ -149,8 +149,16 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
             await write_effect(key)
         return {"echo": [token, {"deep": {"er": secret}}]}
 
+    async def tick() -> None:
+        """The scheduled task: its effect is keyed by its job, one per fire time."""
+        job = current().job
+        await mark("start")
+        await write_effect(f"tick-{job.id}")
+        await mark("end_ok")
+
     zero = lambda attempt: timedelta(0)  # noqa: E731 (a one-line policy)
     app.register(work, name="fault.work", queue=QUEUE, max_attempts=10)
+    app.register(tick, name="fault.tick", queue=QUEUE, max_attempts=10)
     app.register(exit_process, name="fault.exit", queue=QUEUE, max_attempts=3)
     app.register(strict, name="fault.strict", queue=QUEUE, max_attempts=2, backoff=zero)
     app.register(outcome, name="fault.outcome", queue=QUEUE, max_attempts=2, backoff=zero)
@@ -186,4 +194,7 @@ def create_app() -> Akadze:
         os.environ["AKADZE_FAULTS_LEDGER"],
         pool_size=int(pool) if pool else None,
     )
+    every = os.environ.get("AKADZE_FAULTS_SCHEDULE")
+    if every:
+        app.schedule("tick", app.get_task("fault.tick"), every=timedelta(seconds=float(every)))
     return app

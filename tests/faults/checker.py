@@ -75,6 +75,8 @@ class Figures:
     extra: dict[str, Any] = field(default_factory=dict)
     #: a few job ids per violation, to start the investigation from
     examples: dict[str, list[int]] = field(default_factory=dict)
+    #: the scenario's own pass criteria that did not hold
+    unmet: list[str] = field(default_factory=list)
 
     VIOLATIONS = (
         "lost",
@@ -89,11 +91,22 @@ class Figures:
     )
 
     def violations(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.VIOLATIONS if getattr(self, name)}
+        found = {name: getattr(self, name) for name in self.VIOLATIONS if getattr(self, name)}
+        if self.unmet:
+            found["unmet criteria"] = len(self.unmet)
+        return found
+
+    def require(self, condition: bool, criterion: str) -> None:
+        """A pass criterion of the scenario beyond the checker's (it fails the verdict)."""
+        if not condition:
+            self.unmet.append(criterion)
 
     def assert_clean(self) -> None:
         found = self.violations()
-        assert not found, f"{self.scenario}: {found}; examples {self.examples}; figures {self.summary()}"
+        assert not found, (
+            f"{self.scenario}: {found}; unmet {self.unmet}; examples {self.examples}; "
+            f"figures {self.summary()}"
+        )
 
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,7 +153,9 @@ def markdown_table(results: Sequence[Figures]) -> str:
             elif title == "other figures":
                 cells.append(_other(fig))
             else:
-                cells.append("PASS" if not fig.violations() else "FAIL " + ",".join(fig.violations()))
+                cells.append(
+                    "PASS" if not fig.violations() else "FAIL: " + "; ".join([*fig.violations(), *fig.unmet])
+                )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -154,11 +169,13 @@ def _other(fig: Figures) -> str:
         parts.append(f"rescue p50/max {fig.rescue_p50_s:.1f}/{fig.rescue_max_s:.1f} s")
     if fig.overlaps:
         parts.append(f"overlapping runs {fig.overlaps}")
-    parts.extend(f"{name} {_fmt(value)}" for name, value in fig.extra.items())
+    parts.extend(f"{name} {_fmt(value)}" for name, value in fig.extra.items() if value != [])
     return "; ".join(parts)
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
@@ -169,7 +186,7 @@ async def check(
     scenario: str,
     *,
     produced: Iterable[EnqueueRecord] = (),
-    effect_tasks: Iterable[str] = ("fault.work",),
+    effect_tasks: Iterable[str] = ("fault.work", "fault.tick"),
     seconds: float = 0.0,
     all_logged: bool = True,
 ) -> Figures:
@@ -232,7 +249,8 @@ def classify(
     # -- enqueues (Jepsen's total-queue classes) ----------------------------------------------
     by_key: dict[str, list[int]] = defaultdict(list)
     for job in jobs:
-        by_key[job["key"]].append(job["id"])
+        if job["key"] is not None:  # scheduled jobs have no producer key
+            by_key[job["key"]].append(job["id"])
     logged: dict[str, str] = {}
     for record in produced:
         logged[record.key] = record.outcome

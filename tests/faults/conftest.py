@@ -34,11 +34,24 @@ def own_server() -> Iterator[OwnServer]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: worker logs of the last run of each test (pytest's tmp_path is rotated away too soon)
+LOGS = Path(tempfile.gettempdir()) / "akadze-faults"
+
+
 @pytest.fixture
-async def fault_env(own_server: OwnServer, tmp_path: Path) -> AsyncIterator[Env]:
-    """A fresh database with akadze's schema and the ledger, on the scenarios' own server."""
+def scenario_folder(request: pytest.FixtureRequest) -> Path:
+    folder = LOGS / request.node.name[:120]
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+async def fault_env(own_server: OwnServer, scenario_folder: Path) -> AsyncIterator[Env]:
+    """A fresh database with akadze's schema and the ledger, on the scenarios' own server;
+    logs go to /tmp/akadze-faults/<test name>."""
     name = f"faults_{os.getpid()}_{next(_names)}"
-    env = await own_env(own_server, name, tmp_path)
+    env = await own_env(own_server, name, scenario_folder)
     yield env
     try:
         import asyncpg

@@ -137,6 +137,7 @@ def percentile(values: list[float], share: float) -> float | None:
 
 async def stop_fleet(fleet: Supervisor) -> dict[str, Any]:
     """Stop every worker gracefully; the figures say how each incarnation ended."""
+    await fleet.settle()
     codes = await fleet.stop()
     ended: dict[int, int] = {}
     for worker in fleet.workers:
@@ -201,6 +202,11 @@ async def kill_chaos(
         "drain s": waited,
         **extra,
     }
+    fig.require(
+        fig.rescue_max_s is None or fig.rescue_max_s <= lost_after * 1.5 + 3.0,
+        "every rescue within lost_after + rescue interval + 3 s",
+    )
+    fig.require(set(fig.extra["graceful exits"].split("/")) == {"0"}, "every worker exits 0 on SIGTERM")
     return fig
 
 
@@ -290,6 +296,12 @@ async def sigstop_fencing(env: Env, *, lost_after: float = 2.0, follow_up: int =
         env.dsn, "SIGSTOP fencing", produced=producer.log, seconds=time.monotonic() - started
     )
     fig.extra = extra
+    fig.require(extra.get("zombie completions rejected") == 2, "both zombie complete_tx blocks fenced off")
+    fig.require(fig.reruns_rescue == 2, "both jobs rescued once")
+    fig.require(
+        bool(extra.get("A alive")) and bool(extra.get("A re-registered")), "A lives on, registered again"
+    )
+    fig.require(extra.get("jobs A ran after resuming", 0) > 0, "A serves again after resuming")
     return fig
 
 
@@ -407,6 +419,11 @@ async def completion_race(
         dsn, "completion vs rescue race", produced=producer.log, seconds=time.monotonic() - started
     )
     fig.extra = {"seed": seed, **outcomes}
+    fig.require(outcomes["both"] == 0 and outcomes["neither"] == 0, "exactly one winner per job")
+    fig.require(outcomes["other errors"] == 0, "no other error")
+    fig.require(
+        outcomes["completed"] > 0 and outcomes["rescued"] > 0, "both sides win sometimes (a real race)"
+    )
     return fig
 
 
@@ -486,6 +503,11 @@ async def db_restart(
             )
     extra["enqueue errors"] = dict(producer.errors)
     fig.extra = extra
+    fig.require(extra.get("worker deaths") == 0, "no worker process dies")
+    for mode in restarts:
+        fig.require(
+            extra.get(f"{mode}: workers claiming again") == f"{workers}/{workers}", f"all claim after {mode}"
+        )
     return fig
 
 
@@ -584,6 +606,12 @@ async def connection_faults(
         extra[f"{mode}: P claims again after (max s)"] = max(values) if values else "never"
     extra["sessions reset"] = proxy.resets
     fig.extra = extra
+    fig.require(bool(extra.get("P alive")), "the faulted worker survives")
+    for mode in ("cut", "stall", "freeze"):
+        if mode == "cut" or (mode == "stall" and stall_s) or (mode == "freeze" and freeze):
+            fig.require(
+                extra[f"{mode}: P claims again after (max s)"] != "never", f"P claims again after {mode}"
+            )
     return fig
 
 
@@ -694,6 +722,14 @@ async def through_pgbouncer(
         env.dsn, "PgBouncer transaction mode", produced=producer.log, seconds=time.monotonic() - started
     )
     fig.extra = extra
+    fig.require(extra.get("outcome rows wrong") == [], "every outcome row as the spec says")
+    fig.require(extra.get("complete_tx effect") == 1, "the complete_tx effect committed once")
+    fig.require(extra.get("prepared-statement errors") == 0, "no prepared-statement error")
+    fig.require(extra.get("worker tracebacks") == 0, "no traceback")
+    fig.require(extra.get("workers polling (LISTEN fallback)", 0) >= 2, "every worker falls back to polling")
+    fig.require(
+        extra.get("pickup max s", 99) <= poll_interval + 0.5, "pickup within the poll interval + 0.5 s"
+    )
     return fig
 
 
@@ -791,6 +827,16 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
         env.dsn, "poison jobs", produced=producer.log, seconds=time.monotonic() - started
     )
     fig.extra = extra
+    rows = extra.get("poison", {})
+    fig.require(
+        len(rows) == 7 and all(row["state"] == "failed" for row in rows.values()), "every poison job failed"
+    )
+    fig.require(
+        all(row["claims"] <= row["max_attempts"] for row in rows.values()), "no claim past the budget"
+    )
+    fig.require("SECRET" not in str(rows), "no argument value in a stored error")
+    fig.require(extra.get("normal succeeded") == f"{normal}/{normal}", "every normal job succeeded")
+    fig.require(bool(extra.get("SystemExit left its worker serving")), "SystemExit does not end the worker")
     return fig
 
 
@@ -867,6 +913,8 @@ async def small_pool(
         "peak running": peak,
         "jobs/s": jobs / finished_in,
     }
+    fig.require(fig.succeeded == jobs and fig.reruns == 0, "every job done at its first attempt")
+    fig.require(peak > capacity, "more runs at once than pool connections")
     return fig
 
 
@@ -1008,8 +1056,301 @@ async def canary_logs(env: Env, *, lost_after: float = 2.0) -> checker.Figures:
         env.dsn, "canaries in logs", produced=producer.log, seconds=time.monotonic() - started
     )
     fig.extra = extra
+    fig.require(extra["canary hits in logs"] == 0, "no canary in any log line")
+    fig.require(extra["paths not logged"] == [], "the rescue, fencing and shutdown paths were walked")
+    fig.require(
+        extra["stored errors with a canary"] == ["canary-raise_canary"], "only a user's own message is stored"
+    )
     return fig
 
 
 async def _state_is(dsn: str, key: str, state: str) -> bool:
     return await fetchval(dsn, "SELECT state FROM akadze_jobs WHERE args ->> 'key' = $1", key) == state
+
+
+# -- 6. one schedule, many workers, some killed -----------------------------------------------
+
+
+async def schedule_chaos(
+    env: Env,
+    *,
+    workers: int = 10,
+    seconds: float = 20.0,
+    every: float = 1.0,
+    kill_every: tuple[float, float] = (1.0, 3.0),
+    lost_after: float = 3.0,
+    seed: int | None = None,
+) -> checker.Figures:
+    """Every worker runs the scheduler of one schedule firing every ``every`` seconds while
+    random workers are SIGKILLed and restarted: each fire time must become exactly one job."""
+    from akadze.testing import drain as drain_in_process
+
+    seed = seed if seed is not None else random.randrange(2**32)
+    rng = random.Random(seed)
+    started = time.monotonic()
+    spec = WorkerSpec(
+        env.url, env.dsn, slots=2, lost_after=lost_after, extra_env={"AKADZE_FAULTS_SCHEDULE": str(every)}
+    )
+    fleet = Supervisor(spec, workers, env.folder / "logs", fault_dsn=env.dsn)
+    fleet.seed(seed)
+    extra: dict[str, Any] = {"seed": seed, "workers": workers}
+    app, ledger = build(env.url, env.dsn)
+    try:
+        fleet.start()
+        await registered(env.dsn, workers, timeout=90)
+        fleet.watch()
+        chaos_started = time.monotonic()
+        while time.monotonic() - chaos_started < seconds:
+            await asyncio.sleep(rng.uniform(*kill_every))
+            await fleet.kill(fleet.choice())
+        extra |= await stop_fleet(fleet)
+        # burst runs fire nothing: this only runs what the schedule enqueued
+        await drain_in_process(app)
+        rows = await fetch(
+            env.dsn,
+            "SELECT r.fire_at, r.job_id, j.created_at, (SELECT count(*) FROM akadze_jobs x "
+            "  WHERE x.task = 'fault.tick' AND x.id = r.job_id) AS jobs "
+            "FROM akadze_schedule_runs r LEFT JOIN akadze_jobs j ON j.id = r.job_id "
+            "WHERE r.schedule = 'tick' ORDER BY r.fire_at",
+        )
+        tick_jobs = int(await fetchval(env.dsn, "SELECT count(*) FROM akadze_jobs WHERE task = 'fault.tick'"))
+        fires = [row["fire_at"] for row in rows]
+        expected = round((fires[-1] - fires[0]).total_seconds() / every) + 1 if fires else 0
+        lateness = [(row["created_at"] - row["fire_at"]).total_seconds() for row in rows if row["created_at"]]
+        extra |= {
+            "fire times": len(fires),
+            "jobs of the schedule": tick_jobs,
+            "fire times without exactly one job": sum(1 for row in rows if row["jobs"] != 1),
+            "jobs without a fire time": tick_jobs - sum(1 for row in rows if row["jobs"] == 1),
+            "missed fire times": expected - len(fires),
+            "enqueued before their fire time": sum(1 for late in lateness if late < 0),
+            "lateness p50/max s": f"{percentile(lateness, 0.5):.2f}/{max(lateness):.2f}" if lateness else "-",
+            "ERROR lines": sum(1 for line in fleet.logs().splitlines() if " ERROR " in line),
+            "kills": fleet.kills,
+        }
+    finally:
+        await fleet.stop()
+        await ledger.close()
+        await app.dispose()
+    fig = await checker.check(env.dsn, "one schedule, 10 workers, kills", seconds=time.monotonic() - started)
+    fig.extra = extra
+    fig.require(extra.get("fire times without exactly one job") == 0, "one job per fire time")
+    fig.require(extra.get("jobs without a fire time") == 0, "no job without its fire time")
+    fig.require(extra.get("missed fire times") == 0, "no fire time missed")
+    fig.require(extra.get("enqueued before their fire time") == 0, "nothing enqueued early")
+    fig.require(extra.get("ERROR lines") == 0, "no ERROR line")
+    return fig
+
+
+# -- 8. hostile names and values ---------------------------------------------------------------
+
+SAME_63 = "q" * 63
+HOSTILE_NAMES = [
+    "x'; DROP TABLE akadze_jobs; --",
+    "'); DELETE FROM akadze_jobs; SELECT ('",
+    '"',
+    "\\",
+    "$$",
+    "$1",
+    "%s",
+    "default",
+    "select",
+    "a\nb",
+    "tab\there",
+    "\u202eevil\u200b",
+    "naïve-名前-🚀",
+    SAME_63 + "A",
+    SAME_63 + "B",
+]
+#: names refused at registration, and a word their error must contain
+REFUSED_NAMES = {"": "non-empty", " ": "non-empty", "a\x00b": "NUL", "x" * 10_000: "limit"}
+HOSTILE_VALUES = [
+    "x'; DROP TABLE akadze_jobs; --",
+    "\\'\\\"\\\\",
+    "$$ LANGUAGE sql $$",
+    '{"looks": "like json"}',
+    "\u202e\u200b\ufeff zero-width and RTL",
+    "emoji 🚀 and CJK 名前",
+    "\U0010ffff last code point",
+    "l" * 200_000,
+]
+
+
+async def schema_fingerprint(dsn: str) -> str:
+    """Tables, columns, functions and triggers of the database, hashed."""
+    value: str = await fetchval(
+        dsn,
+        "SELECT md5(string_agg(x, ',' ORDER BY x)) FROM ("
+        " SELECT c.relname || '.' || a.attname || ':' || a.atttypid::text AS x"
+        " FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped"
+        " UNION ALL SELECT 'fn ' || proname || md5(prosrc) FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+        " UNION ALL SELECT 'tg ' || tgname FROM pg_trigger WHERE NOT tgisinternal) s",
+    )
+    return value
+
+
+async def echo(text: str, nested: dict[str, Any]) -> dict[str, Any]:
+    return {"text": text, "nested": nested}
+
+
+async def hostile_input(env: Env) -> checker.Figures:
+    """Hostile task, queue and schedule names and argument values, through registration,
+    enqueue, LISTEN/NOTIFY, claim, run and result: stored verbatim or refused clearly."""
+    from akadze.errors import ArgsTooLargeError, ConfigError
+    from akadze.testing import drain as drain_in_process
+    from akadze.worker import Worker
+    from akadze.worker.scheduler import fire_due_schedules
+
+    started = time.monotonic()
+    conn = await asyncpg.connect(env.dsn)
+    await conn.execute(
+        "CREATE TABLE chk_sentinel (n int); INSERT INTO chk_sentinel SELECT generate_series(1, 10)"
+    )
+    await conn.close()
+    before = await schema_fingerprint(env.dsn)
+    extra: dict[str, Any] = {}
+    app = Akadze(database_url=env.url)
+    try:
+        accepted: dict[str, Any] = {}
+        refused: dict[str, str] = {}
+        for index, name in enumerate([*HOSTILE_NAMES, *REFUSED_NAMES]):
+            try:
+                accepted[f"task:{name}"] = app.register(echo, name=name, queue="hostile")
+            except ConfigError as exc:
+                refused[f"task:{name}"] = str(exc)
+            try:
+                accepted[f"queue:{name}"] = app.register(echo, name=f"queue-task-{index}", queue=name)
+            except ConfigError as exc:
+                refused[f"queue:{name}"] = str(exc)
+        extra["names accepted"] = len(accepted)
+        extra["names refused"] = len(refused)
+        extra["refusals without a clear reason"] = [
+            f"{kind}:{name[:20]!r}"
+            for name, word in REFUSED_NAMES.items()
+            for kind in ("task", "queue")
+            if word not in refused.get(f"{kind}:{name}", "") or len(refused[f"{kind}:{name}"]) > 300
+        ]
+        extra["hostile names refused"] = [key for key in refused if key.split(":", 1)[1] in HOSTILE_NAMES]
+
+        expected: dict[int, tuple[str, str, dict[str, Any]]] = {}
+        for index, task in enumerate(accepted.values()):
+            value = HOSTILE_VALUES[index % len(HOSTILE_VALUES)]
+            args = {"text": value, "nested": {"k'ey\"": [HOSTILE_VALUES[(index + 1) % len(HOSTILE_VALUES)]]}}
+            job = await task.enqueue(**args)
+            expected[job.id] = (task.name, task.queue, args)
+
+        # the two queues that share their first 63 bytes are served apart
+        queue_a, queue_b = SAME_63 + "A", SAME_63 + "B"
+        runs_a = await drain_in_process(app, queues=[queue_a])
+        states = await fetch(
+            env.dsn, "SELECT queue, state FROM akadze_jobs WHERE queue = ANY($1)", [queue_a, queue_b]
+        )
+        extra["63-byte twins served apart"] = runs_a == 1 and {
+            row["queue"]: row["state"] for row in states
+        } == {
+            queue_a: "succeeded",
+            queue_b: "queued",
+        }
+
+        # a listening worker serves the rest (NOTIFY payloads carry the hostile queue names)
+        worker = Worker(app, queues=sorted({queue for _, queue, _ in expected.values()}), slots=8)
+        serving = asyncio.create_task(worker.run(handle_signals=False))
+
+        async def all_done() -> bool:
+            return not await fetchval(env.dsn, "SELECT count(*) FROM akadze_jobs WHERE state <> 'succeeded'")
+
+        await wait_for(all_done, 60)
+        worker.stop()
+        await asyncio.wait_for(serving, 30)
+
+        rows = await fetch(
+            env.dsn, "SELECT id, task, queue, args::text AS args, result::text AS result FROM akadze_jobs"
+        )
+        verbatim = 0
+        for row in rows:
+            task_name, queue, args = expected[row["id"]]
+            result = json.loads(row["result"]) if row["result"] else None
+            if (
+                row["task"] == task_name
+                and row["queue"] == queue
+                and json.loads(row["args"]) == args == result
+            ):
+                verbatim += 1
+        extra["jobs stored, run and answered verbatim"] = f"{verbatim}/{len(expected)}"
+
+        target = accepted["task:select"]
+        for name in HOSTILE_NAMES[:6]:
+            app.schedule(name, target, every=timedelta(seconds=1), args={"text": name, "nested": {}})
+        schedule_refusals = 0
+        for name in REFUSED_NAMES:
+            try:
+                app.schedule(name, target, every=timedelta(seconds=1), args={"text": "", "nested": {}})
+            except ConfigError:
+                schedule_refusals += 1
+        look = await fire_due_schedules(app)
+        stored = {
+            row["schedule"] for row in await fetch(env.dsn, "SELECT schedule FROM akadze_schedule_runs")
+        }
+        extra["schedule names stored verbatim"] = len(look.fired) == 6 and stored == set(HOSTILE_NAMES[:6])
+        extra["schedule names refused"] = f"{schedule_refusals}/{len(REFUSED_NAMES)}"
+
+        # values that cannot be stored are refused at enqueue, with a clear error, inserting nothing
+        count_before = await fetchval(env.dsn, "SELECT count(*) FROM akadze_jobs")
+        bad = app.register(echo, name="hostile.echo")
+        cases: list[tuple[dict[str, Any], tuple[type[Exception], ...], str]] = [
+            ({"text": "nul \x00 inside", "nested": {}}, (ValueError,), "NUL"),
+            ({"text": "ok", "nested": {"deep": ["nul \x00"]}}, (ValueError,), "NUL"),
+            ({"text": "lone surrogate \ud800", "nested": {}}, (ValueError,), "hostile.echo"),
+            ({"text": "big" * 400_000, "nested": {}}, (ArgsTooLargeError,), "over the limit"),
+            ({"text": 5, "nested": {}}, (ValueError,), "text"),
+            ({"text": "ok", "nested": {}, "extra": 1}, (ValueError,), "extra"),
+            ({"text": "ok", "nested": {"n": float("nan")}}, (ValueError,), "NaN"),
+        ]
+        unclear = []
+        for args, errors, word in cases:
+            for attempt in ("one", "many"):
+                try:
+                    if attempt == "one":
+                        await bad.enqueue(**args)
+                    else:
+                        await bad.enqueue_many([{"text": "fine", "nested": {}}, args])
+                except errors as exc:
+                    if word not in str(exc) or len(str(exc)) > 2000:
+                        unclear.append(f"{attempt}: {str(exc)[:80]}")
+                else:
+                    unclear.append(f"{attempt}: accepted {word}")
+        extra["unstorable values refused clearly"] = f"{len(cases) * 2 - len(unclear)}/{len(cases) * 2}"
+        extra["unclear refusals"] = unclear
+        extra["rows inserted by refused enqueues"] = (
+            await fetchval(env.dsn, "SELECT count(*) FROM akadze_jobs") - count_before
+        )
+        big = "é" * 400_000
+        job = await bad.enqueue(text=big, nested={})
+        extra["400k-character value stored verbatim"] = (
+            await fetchval(env.dsn, "SELECT args ->> 'text' FROM akadze_jobs WHERE id = $1", job.id) == big
+        )
+        await drain_in_process(app, queues=["hostile", "default"])
+    finally:
+        await app.dispose()
+    extra["schema unchanged"] = await schema_fingerprint(env.dsn) == before
+    extra["sentinel rows"] = await fetchval(env.dsn, "SELECT count(*) FROM chk_sentinel")
+    fig = await checker.check(
+        env.dsn, "hostile names and values", effect_tasks=(), seconds=time.monotonic() - started
+    )
+    fig.extra = extra
+    fig.require(
+        extra["hostile names refused"] == [] and extra["refusals without a clear reason"] == [], "names"
+    )
+    fig.require(
+        extra["jobs stored, run and answered verbatim"]
+        == f"{extra['names accepted']}/{extra['names accepted']}",
+        "every job stored, run and answered verbatim",
+    )
+    fig.require(bool(extra["63-byte twins served apart"]), "63-byte twins served apart")
+    fig.require(bool(extra["schedule names stored verbatim"]), "schedule names verbatim")
+    fig.require(extra["unclear refusals"] == [] and extra["rows inserted by refused enqueues"] == 0, "values")
+    fig.require(bool(extra["schema unchanged"]) and extra["sentinel rows"] == 10, "nothing run as SQL")
+    return fig

@@ -146,6 +146,13 @@ class WorkerProcess:
                 return None
         return self.reap()
 
+    @property
+    def serving(self) -> bool:
+        """The current incarnation has started serving (its signal handlers are in place)."""
+        text = self.log_text()
+        marker = f"--- {self.name} incarnation {self.incarnation} ---"
+        return self.alive and "serving queues" in text[text.rfind(marker) :]
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -164,6 +171,13 @@ class Supervisor:
         self.kills = 0
         self._watch: asyncio.Task[None] | None = None
         self._rng = random.Random()
+        self.log_dir = log_dir
+
+    def note(self, event: str) -> None:
+        """The supervisor's own log: what it did, when."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / "supervisor.log").open("a") as log:
+            log.write(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} {event}\n")
 
     def start(self) -> None:
         for worker in self.workers:
@@ -200,6 +214,7 @@ class Supervisor:
                     del due[worker.name]
                     worker.start()
                     self.restarts += 1
+                    self.note(f"restarted {worker.name} as pid {worker.pid} (exit {worker.exits[-1:]})")
             await asyncio.sleep(0.05)
 
     async def kill(self, worker: WorkerProcess, sig: int = signal.SIGKILL) -> None:
@@ -209,6 +224,7 @@ class Supervisor:
         kinds = {int(signal.SIGKILL): "kill", int(signal.SIGSTOP): "stop", int(signal.SIGCONT): "cont"}
         kind = kinds.get(int(sig), "signal")
         worker.send(sig)
+        self.note(f"{kind} {worker.name} pid {pid}")
         if sig == signal.SIGKILL:
             self.kills += 1
         await record_fault(self.fault_dsn, kind, str(pid), worker.name)
@@ -223,9 +239,22 @@ class Supervisor:
                 worker.reap()
                 worker.start()
                 self.restarts += 1
+                self.note(f"started {worker.name} again as pid {worker.pid} (exit {worker.exits[-1:]})")
+
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Stop restarting; start the dead ones and wait until every worker serves."""
+        await self.unwatch()
+        deadline = time.monotonic() + timeout
+        while not all(w.serving for w in self.workers) and time.monotonic() < deadline:
+            # again each time: a worker SIGKILLed a moment ago may not have died yet
+            self.ensure_running()
+            await asyncio.sleep(0.1)
 
     async def stop(self, timeout: float = 30.0) -> list[int | None]:
         await self.unwatch()
+        self.note(
+            "stopping: " + ", ".join(f"{w.name}={'alive' if w.alive else w.reap()}" for w in self.workers)
+        )
         return list(await asyncio.gather(*(w.stop(timeout) for w in self.workers)))
 
     def logs(self) -> str:

@@ -170,4 +170,4 @@ def test_the_table_has_one_row_per_scenario_and_a_verdict() -> None:
     clean, broken = run(happy(1)), run({**happy(1), "duplicates": [{"job_id": 1}]})
     table = markdown_table([clean, broken]).splitlines()
     assert len(table) == 4
-    assert table[2].endswith("PASS |") and "FAIL duplicate_effects" in table[3]
+    assert table[2].endswith("PASS |") and "FAIL: duplicate_effects" in table[3]

@@ -16,5 +16,6 @@ async def test_random_sigkill_under_load_loses_nothing_and_runs_nothing_twice_un
     fig.assert_clean()
     assert fig.extra["kills"] >= 5
     assert fig.lost == 0 and fig.stuck == 0
+    assert set(fig.extra["graceful exits"].split("/")) == {"0"}
     # every rescue happens within the horizon: lost_after + rescue interval + slack
     assert fig.rescue_max_s is None or fig.rescue_max_s <= 3.0 + 1.5 + 3.0

@@ -15,13 +15,13 @@ from .scenarios import Env, db_restart, own_env
 
 
 @pytest.fixture
-async def restartable_env(tmp_path: Path) -> AsyncIterator[Env]:
+async def restartable_env(scenario_folder: Path) -> AsyncIterator[Env]:
     """A durable server of this test's own: restarting it must not disturb any other test."""
     folder = Path(tempfile.mkdtemp(prefix="akadze-restart-"))
     server = OwnServer(folder, durable=True)
     server.start()
     try:
-        yield await own_env(server, f"restart_{os.getpid()}", tmp_path)
+        yield await own_env(server, f"restart_{os.getpid()}", scenario_folder)
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,133 @@
+"""The long fault runs: ``python -m tests.faults.chaos [--scenario NAME ...] [--duration S]``.
+
+Starts its own PostgreSQL for the run (akadze's embedded launcher, loopback port; a durable
+one for the restart scenario), runs each scenario at its long size one after the other, and
+prints one Markdown table of figures (docs/reliability.md shows the last one). Logs, the
+figures as JSON and the pgbouncer files stay in ``--out``. Exit status 1 if any scenario
+fails its criteria.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from . import pgbouncer, scenarios
+from .checker import Figures, markdown_table
+from .pgserver import OwnServer
+
+Run = Callable[[scenarios.Env, float, "int | None"], Awaitable[Figures]]
+
+
+async def _fencing(env: scenarios.Env, duration: float, seed: int | None) -> Figures:
+    return await scenarios.sigstop_fencing(env)
+
+
+async def _race(env: scenarios.Env, duration: float, seed: int | None) -> Figures:
+    return await scenarios.completion_race(env.url, env.dsn, iterations=5000, seed=seed)
+
+
+#: name -> (what it runs, needs a durable server of its own)
+SCENARIOS: dict[str, tuple[Run, bool]] = {
+    "kill": (
+        lambda env, d, seed: scenarios.kill_chaos(
+            env, jobs=5000, seconds=d, workers=4, kill_every=(2.0, 5.0), seed=seed, drain_timeout=300
+        ),
+        False,
+    ),
+    "fencing": (_fencing, False),
+    "race": (_race, False),
+    "restart": (
+        lambda env, d, seed: scenarios.db_restart(
+            env,
+            jobs=int(40 * d),
+            seconds=d,
+            restarts=("fast", "immediate", "fast", "immediate"),
+            seed=seed,
+        ),
+        True,
+    ),
+    "proxy": (
+        lambda env, d, seed: scenarios.connection_faults(
+            env, jobs=int(20 * d), seconds=d, cycles=max(1, int(d // 20)), seed=seed
+        ),
+        False,
+    ),
+    "pgbouncer": (lambda env, d, seed: scenarios.through_pgbouncer(env, jobs=2000, seconds=d / 2), False),
+    "schedule": (lambda env, d, seed: scenarios.schedule_chaos(env, workers=10, seconds=d, seed=seed), False),
+    "poison": (lambda env, d, seed: scenarios.poison(env, normal=1000), False),
+    "hostile": (lambda env, d, seed: scenarios.hostile_input(env), False),
+    "pool": (lambda env, d, seed: scenarios.small_pool(env, jobs=2000, slots=64, pool_size=1), False),
+    "canary": (lambda env, d, seed: scenarios.canary_logs(env), False),
+}
+
+
+async def run(names: list[str], duration: float, seed: int | None, out: Path) -> list[Figures]:
+    results: list[Figures] = []
+    shared = OwnServer(out / "server", durable=False)
+    shared.start()
+    try:
+        for index, name in enumerate(names):
+            fn, durable = SCENARIOS[name]
+            if name == "pgbouncer" and not pgbouncer.available():
+                print("chaos: pgbouncer is not installed; skipping that scenario", file=sys.stderr)
+                continue
+            folder = out / name
+            folder.mkdir(parents=True, exist_ok=True)
+            print(f"chaos: {name} ...", file=sys.stderr, flush=True)
+            began = time.monotonic()
+            own = OwnServer(out / f"server-{name}", durable=True) if durable else None
+            if own is not None:
+                own.start()
+            try:
+                env = await scenarios.own_env(own or shared, f"chaos_{index}_{name}", folder)
+                fig = await fn(env, duration, seed)
+            finally:
+                if own is not None:
+                    own.stop()
+            results.append(fig)
+            (folder / "figures.json").write_text(
+                json.dumps(fig.summary() | {"unmet": fig.unmet}, default=str)
+            )
+            verdict = "PASS" if not fig.violations() else f"FAIL {fig.violations()} {fig.unmet}"
+            print(
+                f"chaos: {name}: {verdict} in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True
+            )
+    finally:
+        shared.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.faults.chaos", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        help="run only this scenario (repeatable); all of them by default",
+    )
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults per scenario")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the fault schedule")
+    parser.add_argument("--out", type=Path, default=None, help="folder for logs and figures (kept)")
+    args = parser.parse_args(argv)
+    names = args.scenario or list(SCENARIOS)
+    out = args.out or Path(tempfile.mkdtemp(prefix="akadze-chaos-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"chaos: logs and figures in {out}", file=sys.stderr)
+    results = asyncio.run(run(names, args.duration, args.seed, out))
+    print(markdown_table(results))
+    if not args.out:
+        for server_dir in out.glob("server*"):
+            shutil.rmtree(server_dir, ignore_errors=True)
+    return 1 if any(fig.violations() for fig in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
