@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from typing import Any
 
 from bench.peers import BENCH_DIR, DEFAULT_PEERS, PEERS, REPO_DIR, Peer
 from bench.pg import Admin
-from bench.proc import AdapterError, call
+from bench.proc import AKADZE_PATH, AdapterError, call, snapshot_akadze
 from bench.steps import Config, Runner
 from bench.venvs import VenvError, ensure_venv, find_base_python
 
@@ -55,6 +56,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="Markdown file to regenerate (default docs/performance.md; bench/results/quick.md with --quick)",
+    )
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="run nothing: regenerate the Markdown and the chart from a results file",
     )
     ap.add_argument(
         "--peer-python", default=None, help="interpreter for the peer venvs (default: a Python 3.12)"
@@ -111,7 +118,7 @@ def run_codec(repeat: int) -> dict[str, Any]:
         text=True,
         cwd=REPO_DIR,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO_DIR)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(map(str, [*AKADZE_PATH, REPO_DIR]))},
     )
     if proc.returncode != 0:
         return {"skipped": f"codec micro-benchmark failed: {proc.stderr.strip()[-300:]}"}
@@ -139,6 +146,13 @@ async def main_async(args: argparse.Namespace) -> int:
     server = await admin.server_info()
     log(f"PostgreSQL {server['server_version']} at {args.dsn}")
 
+    snapshot_dir = BENCH_DIR / ".snapshot" / stamp
+    akadze_src = snapshot_akadze(snapshot_dir) if "akadze" in names else {}
+    if akadze_src:
+        log(
+            f"akadze frozen for this run from commit {akadze_src['commit']}"
+            f" (local changes in akadze/: {akadze_src['dirty']})"
+        )
     pythons, infos, skipped = await prepare_peers(names, args.peer_python)
     active: list[Peer] = [PEERS[n] for n in names if n in pythons]
     cfg = Config(args.dsn, args.jobs, args.batch, args.latency_jobs, args.latency_rate, log_dir)
@@ -160,6 +174,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 log(f"rep {rep + 1}/{args.repeat} codec          " + (codec.get("skipped") or "ok"))
     finally:
         await admin.close()
+        shutil.rmtree(BENCH_DIR / ".snapshot", ignore_errors=True)
 
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -178,28 +193,35 @@ async def main_async(args: argparse.Namespace) -> int:
         "server": server,
         "host": host_info(),
         "harness_python": platform.python_version(),
+        "akadze_source": akadze_src,
         "wal_note": runner.admin.wal_note,
         "quick": args.quick,
         "log_dir": str(log_dir.relative_to(REPO_DIR)),
     }
     data = {"meta": meta, "records": records, "codec": codec_runs}
-
-    from bench import report  # imported late: only the end of a run needs it
-
-    base = RESULTS_DIR / ("quick" if args.quick else "performance")
-    out_md = args.output or (RESULTS_DIR / "quick.md" if args.quick else DOC)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    base.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    png = base.with_suffix(".png")
-    chart_ok = report.draw_chart(data, base.with_suffix(".json"), png, log)
-    report.write_markdown(data, out_md, png if chart_ok else None)
-    log(
-        f"wrote {out_md.relative_to(REPO_DIR) if out_md.is_relative_to(REPO_DIR) else out_md}"
-        f" and {base.with_suffix('.json').relative_to(REPO_DIR)}"
-        f" in {meta['duration_s'] / 60:.1f} min"
-    )
+    write_outputs(data, args)
     failed = [r for r in records if not r.get("ok")]
     return 1 if failed and len(failed) == len(records) else 0
+
+
+def write_outputs(data: dict[str, Any], args: argparse.Namespace, results_json: Path | None = None) -> None:
+    from bench import report  # imported late: only the end of a run needs it
+
+    quick = bool(data["meta"].get("quick"))
+    base = RESULTS_DIR / ("quick" if quick else "performance")
+    out_md = args.output or (RESULTS_DIR / "quick.md" if quick else DOC)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    if results_json is None:
+        results_json = base.with_suffix(".json")
+        results_json.write_text(json.dumps(data, indent=1) + "\n")
+    png = base.with_suffix(".png")
+    chart_ok = report.draw_chart(data, png, log, args.peer_python)
+    report.write_markdown(data, out_md, png if chart_ok else None)
+    log(f"wrote {_show(out_md)} and {_show(png) if chart_ok else 'no chart'} from {_show(results_json)}")
+
+
+def _show(path: Path) -> str:
+    return str(path.relative_to(REPO_DIR)) if path.is_relative_to(REPO_DIR) else str(path)
 
 
 def describe(rec: dict[str, Any]) -> str:
@@ -238,4 +260,7 @@ def host_info() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.from_json is not None:
+        write_outputs(json.loads(args.from_json.read_text()), args, args.from_json)
+        return 0
     return asyncio.run(main_async(args))

@@ -22,7 +22,7 @@ def main(series_path: str, out_png: str) -> None:
         series = json.load(f)
     peers = series["peers"]
     panels = series["panels"]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.4 * len(panels), 5.0), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, panel in zip(axes[0], panels, strict=False):
         groups = panel["groups"]
@@ -39,10 +39,22 @@ def main(series_path: str, out_png: str) -> None:
                 lo.append(med - vmin)
                 hi.append(vmax - med)
             if xs:
-                for x, m in zip(xs, meds, strict=True):
+                ax.bar(
+                    xs,
+                    meds,
+                    width,
+                    yerr=[lo, hi],
+                    capsize=2,
+                    error_kw={"elinewidth": 0.8, "ecolor": "#444"},
+                    label=peer,
+                    color=colors[pi % len(colors)],
+                    edgecolor="black" if peer.startswith("akadze") else None,
+                    linewidth=1.2 if peer.startswith("akadze") else 0,
+                )
+                for x, m, top in zip(xs, meds, hi, strict=True):
                     ax.annotate(
                         f"{m:,.0f}" if m >= 100 else f"{m:.1f}",
-                        (x, m),
+                        (x, m + top),
                         xytext=(0, 2),
                         textcoords="offset points",
                         ha="center",
@@ -50,22 +62,12 @@ def main(series_path: str, out_png: str) -> None:
                         fontsize=6,
                         rotation=90,
                     )
-                ax.bar(
-                    xs,
-                    meds,
-                    width,
-                    yerr=[lo, hi],
-                    capsize=2,
-                    label=peer,
-                    color=colors[pi % len(colors)],
-                    edgecolor="black" if peer.startswith("akadze") else None,
-                    linewidth=1.2 if peer.startswith("akadze") else 0,
-                )
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([g["name"] for g in groups])
         ax.set_title(panel["title"], fontsize=10)
         if panel["log"]:
             ax.set_yscale("log")
+            ax.margins(y=0.25)  # room for the labels above the bars
         ax.grid(axis="y", alpha=0.3, which="both")
         ax.set_axisbelow(True)
     handles, labels = axes[0][0].get_legend_handles_labels()

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,33 @@ from bench.peers import REPO_DIR
 
 class AdapterError(RuntimeError):
     pass
+
+
+#: where the akadze adapter imports akadze from; set once per run by snapshot_akadze
+AKADZE_PATH: list[Path] = []
+
+
+def snapshot_akadze(dest: Path) -> dict[str, str]:
+    """Copy akadze/ as it is now, so that every step of a run measures the same code even while
+    the checkout changes under it. Returns the commit and whether akadze/ had local changes."""
+    src = REPO_DIR / "akadze"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest / "akadze", ignore=shutil.ignore_patterns("__pycache__"))
+    AKADZE_PATH[:] = [dest]
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=REPO_DIR, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty": "yes" if git("status", "--porcelain", "--", "akadze") else "no",
+    }
 
 
 class AdapterProc:
@@ -28,8 +57,8 @@ class AdapterProc:
     ) -> AdapterProc:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
-        if with_repo:  # akadze: importable from the checkout even without an editable install
-            env["PYTHONPATH"] = str(REPO_DIR)
+        if with_repo:  # akadze: the run's frozen copy (see snapshot_akadze), else the checkout
+            env["PYTHONPATH"] = str(AKADZE_PATH[0] if AKADZE_PATH else REPO_DIR)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as err:
             err.write(f"\n=== {request['cmd']} {json.dumps(request)}\n".encode())

@@ -116,6 +116,11 @@ def build_markdown(data: dict[str, Any], chart: Path | None, out_md: Path) -> st
         for p in peers
         if p in meta["infos"]
     )
+    src = meta.get("akadze_source") or {}
+    if src.get("commit"):
+        versions += f"; akadze from commit {src['commit']}" + (
+            " with local changes in akadze/" if src.get("dirty") == "yes" else ""
+        )
     add(f"Versions: {versions}.")
     add("")
     if chart is not None:
@@ -395,8 +400,8 @@ def chart_series(data: dict[str, Any]) -> dict[str, Any]:
             [("drain_c10", "rate", "c=10"), ("drain_c50", "rate", "c=50")],
         ),
         (
-            "Latency enqueue→start (ms)",
-            False,
+            "Latency enqueue→start (ms, log scale)",
+            True,
             [("latency", "p50", "p50"), ("latency", "p95", "p95"), ("latency", "p99", "p99")],
         ),
     ]
@@ -415,11 +420,13 @@ def chart_series(data: dict[str, Any]) -> dict[str, Any]:
     return series
 
 
-def draw_chart(data: dict[str, Any], results_json: Path, png: Path, log: Callable[[str], None]) -> bool:
+def draw_chart(
+    data: dict[str, Any], png: Path, log: Callable[[str], None], peer_python: str | None = None
+) -> bool:
     from bench.venvs import VenvError, ensure_venv, find_base_python
 
     try:
-        base, _ = find_base_python()
+        base, _ = find_base_python(peer_python)
         python = ensure_venv("plot", BENCH_DIR / "requirements.txt", base, log)
     except VenvError as exc:
         log(f"chart skipped: {exc}")
