@@ -9,13 +9,17 @@ Only the arguments the caller gave are stored: an omitted one takes the worker's
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import inspect
 import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, NotRequired, Required
+from uuid import UUID
 
 import msgspec
 import pydantic
@@ -32,7 +36,9 @@ _ARGS_CONFIG = ConfigDict(extra="forbid", ser_json_bytes="base64", val_json_byte
 
 def _enc_hook(obj: Any) -> Any:
     if isinstance(obj, pydantic.BaseModel):
-        return obj.__pydantic_serializer__.to_python(obj, mode="json", by_alias=True)
+        # pydantic writes the model's JSON itself (in Rust) and msgspec embeds it as it is;
+        # a non-finite float becomes null there, which the scan after encoding refuses
+        return msgspec.Raw(obj.__pydantic_serializer__.to_json(obj, by_alias=True))
     raise NotImplementedError(f"cannot encode {type(obj).__qualname__} as a task argument")
 
 
@@ -48,6 +54,8 @@ class ArgsCodec:
     signature: inspect.Signature
     adapter: TypeAdapter[Any]
     max_bytes: int
+    #: whether a value of these types may hold a float (so NaN can hide behind a null)
+    may_hold_float: bool = True
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Map a call's positional and keyword arguments to parameter names."""
@@ -83,7 +91,7 @@ class ArgsCodec:
                 f"task {self.task_name!r}: an argument contains a NUL character, "
                 "which PostgreSQL cannot store in JSON"
             )
-        if b"null" in payload:
+        if self.may_hold_float and b"null" in payload:
             # msgspec writes NaN and Infinity as null: such a job could never decode its
             # arguments (or would get None), so it is refused here rather than stored
             where = _non_finite(validated, "")
@@ -104,23 +112,43 @@ class ArgsCodec:
         return schema_fingerprint(self.adapter.json_schema())
 
 
+_SCALARS = frozenset({str, int, bool, type(None), bytes, Decimal, UUID, datetime, date, time, timedelta})
+
+
 def _non_finite(value: Any, path: str) -> str | None:
-    """The path of the first NaN or infinite float inside ``value``, or None."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else path
-    if isinstance(value, Mapping):
-        items: Any = ((f"{path}.{key}" if path else str(key), item) for key, item in value.items())
-    elif isinstance(value, list | tuple | set | frozenset):
-        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    """The path of the first NaN or infinite float inside ``value``, or None.
+
+    Runs only when the encoded arguments contain ``null`` (where msgspec writes NaN), so it
+    is kept cheap: exact type checks first, and the path is built only for the value found.
+    """
+    found = _find_non_finite(value)
+    if found is None:
+        return None
+    return path + "".join(reversed(found)).lstrip(".")
+
+
+def _find_non_finite(value: Any) -> list[str] | None:
+    kind = type(value)
+    if kind is float:
+        return None if math.isfinite(value) else []
+    if kind in _SCALARS or isinstance(value, enum.Enum):
+        return None
+    if kind is dict or isinstance(value, Mapping):
+        pairs: Any = value.items()
+    elif kind is list or kind is tuple or isinstance(value, list | tuple | set | frozenset):
+        pairs = enumerate(value)
     elif isinstance(value, pydantic.BaseModel):
-        items = ((f"{path}.{key}", item) for key, item in value.__dict__.items())
+        pairs = value.__dict__.items()
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        items = ((f"{path}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value))
+        pairs = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    elif isinstance(value, float):
+        return None if math.isfinite(value) else []
     else:
         return None
-    for where, item in items:
-        found = _non_finite(item, where)
+    for key, item in pairs:
+        found = _find_non_finite(item)
         if found is not None:
+            found.append(f"[{key}]" if isinstance(key, int) and not isinstance(value, Mapping) else f".{key}")
             return found
     return None
 
@@ -161,7 +189,11 @@ def build_codec(
         adapter: TypeAdapter[Any] = TypeAdapter(typed_dict)
     except pydantic.PydanticSchemaGenerationError as exc:
         raise ConfigError(f"task {task_name!r}: unsupported argument type: {exc}") from None
-    return ArgsCodec(task_name, signature, adapter, max_bytes)
+    # a float (or Any, which may be one) anywhere in the validation schema, nested models
+    # included; without one, a null in the payload cannot be a NaN and needs no scan
+    core = repr(adapter.core_schema)
+    may_hold_float = "'float'" in core or "'any'" in core or "'json'" in core
+    return ArgsCodec(task_name, signature, adapter, max_bytes, may_hold_float)
 
 
 def _identifier(name: str) -> str:
