@@ -58,6 +58,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="Markdown file to regenerate (default docs/performance.md; bench/results/quick.md with --quick)",
     )
     ap.add_argument(
+        "--akadze-ref",
+        default=None,
+        help="bench akadze/ as committed at this git ref (e.g. HEAD) instead of the working tree",
+    )
+    ap.add_argument(
         "--from-json",
         type=Path,
         default=None,
@@ -147,7 +152,7 @@ async def main_async(args: argparse.Namespace) -> int:
     log(f"PostgreSQL {server['server_version']} at {args.dsn}")
 
     snapshot_dir = BENCH_DIR / ".snapshot" / stamp
-    akadze_src = snapshot_akadze(snapshot_dir) if "akadze" in names else {}
+    akadze_src = snapshot_akadze(snapshot_dir, args.akadze_ref) if "akadze" in names else {}
     if akadze_src:
         log(
             f"akadze frozen for this run from commit {akadze_src['commit']}"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +24,38 @@ class AdapterError(RuntimeError):
 AKADZE_PATH: list[Path] = []
 
 
-def snapshot_akadze(dest: Path) -> dict[str, str]:
-    """Copy akadze/ as it is now, so that every step of a run measures the same code even while
-    the checkout changes under it. Returns the commit and whether akadze/ had local changes."""
-    src = REPO_DIR / "akadze"
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_DIR, capture_output=True, text=True, timeout=60
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def snapshot_akadze(dest: Path, ref: str | None = None) -> dict[str, str]:
+    """Copy akadze/ so that every step of a run measures the same code even while the checkout
+    changes under it: the working tree as it is now, or with ``ref`` that commit's tree.
+    Returns the commit and whether the copied code differs from it."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(src, dest / "akadze", ignore=shutil.ignore_patterns("__pycache__"))
+    dest.mkdir(parents=True)
+    if ref:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", ref, "akadze"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+        dirty = "no"
+    else:
+        shutil.copytree(REPO_DIR / "akadze", dest / "akadze", ignore=shutil.ignore_patterns("__pycache__"))
+        dirty = "yes" if _git("status", "--porcelain", "--", "akadze") else "no"
     AKADZE_PATH[:] = [dest]
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", *args], cwd=REPO_DIR, capture_output=True, text=True, timeout=30
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "dirty": "yes" if git("status", "--porcelain", "--", "akadze") else "no",
-    }
+    return {"commit": _git("rev-parse", "--short", ref or "HEAD"), "dirty": dirty}
 
 
 class AdapterProc:
