@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -268,4 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json is not None:
         write_outputs(json.loads(args.from_json.read_text()), args, args.from_json)
         return 0
-    return asyncio.run(main_async(args))
+    try:
+        return asyncio.run(_stoppable(main_async(args)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        log("interrupted: adapters stopped, bench databases dropped, nothing written")
+        return 130
+
+
+async def _stoppable(coro: Any) -> int:
+    """SIGTERM cancels the run like Ctrl-C does: every adapter process is killed and every
+    bench database dropped on the way out (the finally blocks of the steps)."""
+    task = asyncio.ensure_future(coro)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return int(await task)
