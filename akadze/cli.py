@@ -203,7 +203,14 @@ def worker(
             )
             return await w.run(burst=burst)
         finally:
-            await application.dispose()
+            # closing a pooled connection that went silent (half-open) waits for a reply
+            # that never comes: the worker has stopped, so do not wait for good
+            try:
+                await asyncio.wait_for(application.dispose(), timeout=10)
+            except TimeoutError:
+                logging.getLogger("akadze.worker").warning(
+                    "closing the database connections took over 10s; exiting without waiting"
+                )
 
     try:
         _run(serve())

@@ -167,7 +167,10 @@ class Worker:
         )
         self._heartbeat.start()
         self._completer = Completer(
-            HeldConnection(self.app.engine), on_written=self._written, hooks=self.app.hooks.on_transition
+            HeldConnection(self.app.engine),
+            on_written=self._written,
+            hooks=self.app.hooks.on_transition,
+            timeout_s=self.lost_after_s,
         )
         background: list[asyncio.Task[None]] = [
             loop.create_task(_guard(service(self), service))
@@ -223,14 +226,17 @@ class Worker:
             if free > 0 and self._hint and self.healthy:
                 self._hint = False
                 try:
-                    if self._claim_unsure:
-                        free -= len(await self._adopt_lost_claims())
-                    if free <= 0:
-                        jobs = []
-                    elif self.app.hooks.on_transition:
-                        jobs = await self._claim_with_hooks(free)
-                    else:
-                        jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
+                    # a connection that went silent (half-open: no reply, no reset) must not
+                    # hang the loop for good; past lost_after this worker is stuck anyway
+                    async with asyncio.timeout(self.lost_after_s):
+                        if self._claim_unsure:
+                            free -= len(await self._adopt_lost_claims())
+                        if free <= 0:
+                            jobs = []
+                        elif self.app.hooks.on_transition:
+                            jobs = await self._claim_with_hooks(free)
+                        else:
+                            jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -374,15 +380,19 @@ class Worker:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
         if self._completer is not None:
             await self._completer.drain()
-            await self._completer.held.close()
+            await self._completer.held.close(wait_s=self.lost_after_s)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         if self._heartbeat is not None:
             await asyncio.to_thread(self._heartbeat.stop)
-        with contextlib.suppress(Exception):
-            await Queries.unregister_worker(await self._claim.raw(), self.id)
-        await self._claim.close()
+        try:
+            async with asyncio.timeout(self.lost_after_s):
+                await Queries.unregister_worker(await self._claim.raw(), self.id)
+        except Exception:
+            # a connection gone silent must not hold the exit: others forget this worker anyway
+            await self._claim.discard()
+        await self._claim.close(wait_s=self.lost_after_s)
         logger.info("worker %s stopped after %d runs", self.id, self.runs)
 
 
@@ -428,7 +438,8 @@ async def _guard(service: Awaitable[None], origin: Service) -> None:
 async def _rescue_service(worker: Worker) -> None:
     while True:
         try:
-            await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
+            async with asyncio.timeout(worker.lost_after_s):
+                await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
         except Exception as exc:
             logger.warning("rescue pass failed (%s)", type(exc).__name__)
         await asyncio.sleep(worker.rescue_interval_s)

@@ -38,8 +38,12 @@ class Completer:
         on_written: OnWritten,
         hooks: Sequence[TransitionHook] = (),
         max_batch: int = 500,
+        timeout_s: float | None = None,
     ) -> None:
         self.held = held
+        #: a write taking longer is abandoned (its connection dropped) and tried again: a
+        #: connection gone silent without a reset must not hold the outcomes for good
+        self.timeout_s = timeout_s
         self.on_written = on_written
         #: on_transition hooks: with any, each write is a transaction that runs them
         self.hooks = hooks
@@ -92,7 +96,8 @@ class Completer:
         replaced = False
         while True:
             try:
-                written = await self._write(batch, with_hooks)
+                async with asyncio.timeout(self.timeout_s):
+                    written = await self._write(batch, with_hooks)
             except Exception as exc:
                 if is_transient(exc):
                     logger.warning(

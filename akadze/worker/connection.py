@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -40,8 +41,13 @@ class HeldConnection:
             with contextlib.suppress(Exception):
                 await conn.close()
 
-    async def close(self) -> None:
+    async def close(self, wait_s: float | None = None) -> None:
+        """Give the connection back; past ``wait_s`` (a connection gone silent) drop it instead."""
         conn, self._conn, self._raw = self._conn, None, None
         if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
+            try:
+                async with asyncio.timeout(wait_s):
+                    await conn.close()
+            except Exception:
+                with contextlib.suppress(Exception):
+                    await conn.invalidate()

@@ -48,35 +48,41 @@ class Listener:
         while True:
             try:
                 async with self.engine.connect() as conn:
-                    raw = (await conn.get_raw_connection()).driver_connection
-                    assert raw is not None
-                    self._lost.clear()
-                    self._probed.clear()
-                    await raw.add_listener(CHANNEL, self._on_notify)
-                    raw.add_termination_listener(self._on_terminate)
-                    # The probe comes from another session: behind a pooler in transaction mode a
-                    # NOTIFY sent on the listening connection runs on the server connection that
-                    # holds the LISTEN and comes straight back, so the probe would pass although
-                    # no other session's notification ever reaches this one.
-                    async with self.engine.connect() as sender:
-                        sender_raw = (await sender.get_raw_connection()).driver_connection
-                        assert sender_raw is not None
-                        await sender_raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
                     try:
-                        await asyncio.wait_for(self._probed.wait(), timeout=3)
-                    except TimeoutError:
-                        logger.warning(
-                            "LISTEN/NOTIFY does not deliver here (a pooler in transaction mode in "
-                            "front of PostgreSQL?); this worker polls instead"
-                        )
+                        raw = (await conn.get_raw_connection()).driver_connection
+                        assert raw is not None
+                        self._lost.clear()
+                        self._probed.clear()
+                        await raw.add_listener(CHANNEL, self._on_notify)
+                        raw.add_termination_listener(self._on_terminate)
+                        # The probe comes from another session: behind a pooler in transaction mode a
+                        # NOTIFY sent on the listening connection runs on the server connection that
+                        # holds the LISTEN and comes straight back, so the probe would pass although
+                        # no other session's notification ever reaches this one.
+                        async with self.engine.connect() as sender:
+                            sender_raw = (await sender.get_raw_connection()).driver_connection
+                            assert sender_raw is not None
+                            await sender_raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
+                        try:
+                            await asyncio.wait_for(self._probed.wait(), timeout=3)
+                        except TimeoutError:
+                            logger.warning(
+                                "LISTEN/NOTIFY does not deliver here (a pooler in transaction mode in "
+                                "front of PostgreSQL?); this worker polls instead"
+                            )
+                            with contextlib.suppress(Exception):
+                                await raw.remove_listener(CHANNEL, self._on_notify)
+                            return
+                        self.working = True
+                        delay = 0.5
+                        # wake once: jobs may have been committed while this connection was away
+                        self.wake()
+                        await self._lost.wait()
+                    finally:
+                        # never back to the pool: the connection holds LISTEN state, and closing
+                        # one that went silent (half-open) would wait for a reply for good
                         with contextlib.suppress(Exception):
-                            await raw.remove_listener(CHANNEL, self._on_notify)
-                        return
-                    self.working = True
-                    delay = 0.5
-                    # wake once: jobs may have been committed while this connection was away
-                    self.wake()
-                    await self._lost.wait()
+                            await conn.invalidate()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
