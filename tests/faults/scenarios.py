@@ -523,7 +523,7 @@ async def connection_faults(
     stall_s: float = 7.0,
     lost_after: float = 3.0,
     cycles: int = 1,
-    freeze: bool = False,
+    freeze: bool = True,
     seed: int | None = None,
 ) -> checker.Figures:
     """Worker P reaches the database through the suite's proxy, worker D directly. P's
@@ -607,6 +607,7 @@ async def connection_faults(
     extra["sessions reset"] = proxy.resets
     fig.extra = extra
     fig.require(bool(extra.get("P alive")), "the faulted worker survives")
+    fig.require(set(extra["graceful exits"].split("/")) == {"0"}, "both workers exit 0 on SIGTERM")
     for mode in ("cut", "stall", "freeze"):
         if mode == "cut" or (mode == "stall" and stall_s) or (mode == "freeze" and freeze):
             fig.require(
