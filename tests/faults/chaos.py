@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -121,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="akadze-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"chaos: logs and figures in {out}", file=sys.stderr)
+    # the in-process parts (producers, the race's rescues) log to a file, not the terminal
+    logging.basicConfig(
+        filename=out / "in-process.log",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     results = asyncio.run(run(names, args.duration, args.seed, out))
     print(markdown_table(results))
     if not args.out:

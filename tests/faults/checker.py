@@ -77,6 +77,8 @@ class Figures:
     examples: dict[str, list[int]] = field(default_factory=dict)
     #: the scenario's own pass criteria that did not hold
     unmet: list[str] = field(default_factory=list)
+    #: rows behind the figures, for tests and the JSON (not in the table)
+    details: dict[str, Any] = field(default_factory=dict)
 
     VIOLATIONS = (
         "lost",
@@ -111,6 +113,7 @@ class Figures:
     def summary(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("examples")
+        data.pop("details")
         return data
 
     @property

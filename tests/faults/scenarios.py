@@ -750,7 +750,6 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
     rng = random.Random()
     extra: dict[str, Any] = {}
     try:
-        await producer.enqueue("fault.exit", [{"key": f"poison-exit-{i}"} for i in range(2)])
         await producer.enqueue("fault.strict", [{"key": f"poison-strict-{i}", "n": i} for i in range(3)])
         await producer.enqueue("fault.outcome", [{"key": "poison-system-exit", "kind": "system_exit"}])
         conn = await asyncpg.connect(env.dsn)
@@ -778,12 +777,6 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
         await registered(env.dsn, 2)
         fleet.watch()
         load_started = time.monotonic()
-        await producer.stream(
-            "fault.work",
-            normal,
-            lambda i: {"key": f"normal-{i}", "ms": rng.randint(20, 100)},
-            seconds=normal / 40,
-        )
 
         async def poison_done() -> bool:
             return not await fetchval(
@@ -792,6 +785,16 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
                 "WHERE args ->> 'key' LIKE 'poison-%' AND state IN ('queued', 'running')",
             )
 
+        def normal_job(i: int) -> dict[str, Any]:
+            return {"key": f"normal-{i}", "ms": rng.randint(20, 100)}
+
+        # first the poison that raises, then the one that kills its process (which would take
+        # the others' runs down with it and hide what they do)
+        half = normal // 2
+        await producer.stream("fault.work", half, normal_job, seconds=half / 40)
+        await wait_for(poison_done, 120, interval=0.25)
+        await producer.enqueue("fault.exit", [{"key": f"poison-exit-{i}"} for i in range(2)])
+        await producer.stream("fault.work", normal - half, lambda i: normal_job(half + i), seconds=half / 40)
         await wait_for(poison_done, 120, interval=0.25)
         extra["poison quarantined after s"] = time.monotonic() - load_started
         extra["drain s"] = await drain(env.dsn, 60)
@@ -805,7 +808,7 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
             " WHERE t.job_id = j.id AND t.new_state = 'running') AS claims "
             "FROM akadze_jobs j WHERE args ->> 'key' LIKE 'poison-%' ORDER BY 1",
         )
-        extra["poison"] = {row["key"]: {**dict(row), "errors": json.loads(row["errors"])} for row in rows}
+        poisoned = {row["key"]: {**dict(row), "errors": json.loads(row["errors"])} for row in rows}
         normal_done = await fetchval(
             env.dsn,
             "SELECT count(*) FROM akadze_jobs WHERE args ->> 'key' LIKE 'normal-%' AND state = 'succeeded'",
@@ -827,18 +830,53 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
     fig = await checker.check(
         env.dsn, "poison jobs", produced=producer.log, seconds=time.monotonic() - started
     )
+    fig.details["poison"] = poisoned
+    extra["poison (state attempt/budget claims: errors)"] = "; ".join(
+        f"{key.removeprefix('poison-')} {row['state']} {row['attempt']}/{row['max_attempts']} "
+        f"{row['claims']}: " + ",".join(sorted({e["type"].rsplit(".", 1)[-1] for e in row["errors"]}))
+        for key, row in poisoned.items()
+    )
     fig.extra = extra
-    rows = extra.get("poison", {})
     fig.require(
-        len(rows) == 7 and all(row["state"] == "failed" for row in rows.values()), "every poison job failed"
+        len(poisoned) == 7 and all(row["state"] == "failed" for row in poisoned.values()),
+        "every poison job failed",
     )
     fig.require(
-        all(row["claims"] <= row["max_attempts"] for row in rows.values()), "no claim past the budget"
+        all(row["claims"] <= row["max_attempts"] for row in poisoned.values()), "no claim past the budget"
     )
-    fig.require("SECRET" not in str(rows), "no argument value in a stored error")
+    fig.require("SECRET" not in str(poisoned), "no argument value in a stored error")
+    for key, words in POISON_ERRORS.items():
+        own = [e for e in poisoned.get(key, {}).get("errors", []) if e["type"] != "akadze.WorkerLost"]
+        fig.require(
+            bool(own) and all(all(w in f"{e['type']}: {e['message']}" for w in words) for e in own),
+            f"{key} fails with its own clear error",
+        )
+    for key in ("poison-exit-0", "poison-exit-1"):
+        row = poisoned.get(key, {})
+        fig.require(
+            row.get("attempt") == row.get("max_attempts") == 3
+            and all(e["type"] == "akadze.WorkerLost" for e in row.get("errors", [])),
+            f"{key} fails as a lost worker after its 3 attempts",
+        )
+    own = [
+        e for e in poisoned.get("poison-strict-2", {}).get("errors", []) if e["type"] != "akadze.WorkerLost"
+    ]
+    fig.require(len(own) == 1, "a job of another argument schema fails at its first decode")
     fig.require(extra.get("normal succeeded") == f"{normal}/{normal}", "every normal job succeeded")
     fig.require(bool(extra.get("SystemExit left its worker serving")), "SystemExit does not end the worker")
+    exits = sum(poisoned.get(f"poison-exit-{i}", {}).get("claims", 0) for i in range(2))
+    fig.require(1 <= extra.get("worker restarts", 0) <= exits, "only os._exit ends a worker process")
     return fig
+
+
+#: the words each raising poison job's own errors must contain
+POISON_ERRORS = {
+    "poison-strict-0": ("invalid arguments for task 'fault.strict'", "n:"),
+    "poison-strict-1": ("invalid arguments for task 'fault.strict'", "unexpected"),
+    "poison-strict-2": ("ArgsSchemaMismatch", "f00df00df00df00d"),
+    "poison-unknown": ("fault.gone",),
+    "poison-system-exit": ("SystemExit",),
+}
 
 
 # -- 9. a pool smaller than the slots --------------------------------------------------------
