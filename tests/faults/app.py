@@ -159,7 +159,7 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
     zero = lambda attempt: timedelta(0)  # noqa: E731 (a one-line policy)
     # a timeout, as every task using connections should have one: a connection that goes
     # silent (half-open) inside complete_tx holds the run until then
-    app.register(work, name="fault.work", queue=QUEUE, max_attempts=10, timeout=timedelta(seconds=20))
+    app.register(work, name="fault.work", queue=QUEUE, max_attempts=10, timeout=timedelta(seconds=10))
     app.register(tick, name="fault.tick", queue=QUEUE, max_attempts=10)
     app.register(exit_process, name="fault.exit", queue=QUEUE, max_attempts=3)
     app.register(strict, name="fault.strict", queue=QUEUE, max_attempts=2, backoff=zero)
