@@ -23,6 +23,7 @@ from uuid import UUID
 
 import msgspec
 import pydantic
+import pydantic_core
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
@@ -31,7 +32,11 @@ from akadze.errors import ArgsTooLargeError, ConfigError, ResultNotJson
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
 
-_ARGS_CONFIG = ConfigDict(extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+_ARGS_CONFIG = ConfigDict(
+    extra="forbid",
+    ser_json_bytes="base64",
+    val_json_bytes="base64",
+)
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -69,7 +74,10 @@ class ArgsCodec:
 
     def encode(self, kwargs: Mapping[str, Any]) -> str:
         """Validate (pydantic.ValidationError on bad input) and encode to JSON text."""
-        validated = self.adapter.validate_python(dict(kwargs))
+        try:
+            validated = self.adapter.validate_python(dict(kwargs))
+        except pydantic.ValidationError as exc:
+            raise _without_input(exc) from None
         return self.encode_validated(validated)
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
@@ -113,6 +121,20 @@ class ArgsCodec:
 
 
 _SCALARS = frozenset({str, int, bool, type(None), bytes, Decimal, UUID, datetime, date, time, timedelta})
+
+
+def _without_input(exc: pydantic.ValidationError) -> pydantic.ValidationError:
+    """The same error, naming the fields and the problems but not the values: callers log
+    errors, and arguments may hold secrets."""
+    details = [
+        pydantic_core.InitErrorDetails(
+            type=pydantic_core.PydanticCustomError(e["type"], e["msg"]), loc=e["loc"], input=e["input"]
+        )
+        if "ctx" not in e
+        else pydantic_core.InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e["ctx"])
+        for e in exc.errors(include_url=False, include_context=True)
+    ]
+    return pydantic_core.ValidationError.from_exception_data(exc.title, details, hide_input=True)
 
 
 def _non_finite(value: Any, path: str) -> str | None:
