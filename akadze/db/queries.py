@@ -71,6 +71,31 @@ def row_to_job(row: Mapping[str, Any]) -> Job:
     )
 
 
+def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
+    """A job just inserted: what the database decided comes from ``row``, the rest is known."""
+    return Job(
+        id=row["id"],
+        task=new.task,
+        queue=new.queue,
+        state=JobState.QUEUED,
+        priority=new.priority,
+        args=msgspec.json.decode(payload),
+        attempt=0,
+        max_attempts=new.max_attempts,
+        run=0,
+        run_at=row["run_at"],
+        expires_at=new.expires_at,
+        cancel_requested=False,
+        errors=(),
+        result=None,
+        worker_id=None,
+        args_fp=new.args_fp,
+        created_at=row["created_at"],
+        started_at=None,
+        finished_at=None,
+    )
+
+
 class Written(msgspec.Struct, frozen=True):
     """What complete_batch wrote: enough to log the transition (the run's fencing token too)."""
 
@@ -118,7 +143,7 @@ class Queries:
     @staticmethod
     async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
         rows = await _fetch(conn, statement("enqueue_batch"), _new_params(new, list(args)))
-        return [row_to_job(row) for row in rows]
+        return [_new_job(new, row, payload) for row, payload in zip(rows, args, strict=True)]
 
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
