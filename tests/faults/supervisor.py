@@ -227,6 +227,10 @@ class Supervisor:
         self.note(f"{kind} {worker.name} pid {pid}")
         if sig == signal.SIGKILL:
             self.kills += 1
+            # wait until it is gone: a settle() right after must not take it for a serving worker
+            deadline = time.monotonic() + 5.0
+            while worker.alive and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         await record_fault(self.fault_dsn, kind, str(pid), worker.name)
 
     def choice(self) -> WorkerProcess:
