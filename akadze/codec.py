@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import inspect
 import math
@@ -175,6 +176,16 @@ def _find_non_finite(value: Any) -> list[str] | None:
     return None
 
 
+def _hinted(fn: Callable[..., Any]) -> Any:
+    """Where ``fn``'s annotations live: a functools.partial's function, a callable instance's
+    ``__call__``; the signature (bound arguments and ``self`` left out) comes from ``fn`` itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and callable(getattr(fn, "__call__", None)):  # noqa: B004
+        return type(fn).__call__
+    return fn
+
+
 def build_codec(
     task_name: str, fn: Callable[..., Any], *, max_bytes: int = DEFAULT_MAX_ARGS_BYTES
 ) -> ArgsCodec:
@@ -184,7 +195,7 @@ def build_codec(
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"task {task_name!r}: cannot read the signature: {exc}") from None
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(_hinted(fn), include_extras=True)
     except Exception as exc:  # NameError for unresolved forward references, and others
         raise ConfigError(
             f"task {task_name!r}: cannot resolve the type hints ({type(exc).__name__}: {exc}); "
