@@ -307,7 +307,7 @@ class Worker:
     def _start(self, job: Job) -> None:
         if job.state is not JobState.RUNNING:
             # cancelled or expired before it started: the claim ended it without a run
-            _log_transition(job, JobState.QUEUED, None)
+            _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, None)
             return
         task = asyncio.get_running_loop().create_task(self._run_one(job))
         self._running[job.id] = task
@@ -450,10 +450,6 @@ _rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is alway
 
 #: services added by other parts of akadze (schedules, pruning)
 extra_services: list[Service] = []
-
-
-def _log_transition(job: Job, from_state: JobState, duration: float | None) -> None:
-    _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)
 
 
 def _log_transition_line(
