@@ -101,6 +101,7 @@ class Task(Generic[P, R]):
             getattr(fn, "__call__", None)  # noqa: B004 (async callable instances)
         )
         self.args_fp = codec.fingerprint
+        self._call: TaskCall[P, R] | None = None
 
     def __repr__(self) -> str:
         return f"<Task {self.name!r} queue={self.options.queue!r}>"
@@ -123,7 +124,7 @@ class Task(Generic[P, R]):
         expires_at: datetime | None = None,
     ) -> TaskCall[P, R]:
         """Options for the jobs enqueued next; ``session`` joins the caller's transaction."""
-        return TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).using(
+        return self._default_call().using(
             session=session,
             delay=delay,
             run_at=run_at,
@@ -134,15 +135,18 @@ class Task(Generic[P, R]):
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Validate the arguments and insert one job (pydantic.ValidationError if invalid)."""
-        return await TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).enqueue(
-            *args, **kwargs
-        )
+        return await self._default_call().enqueue(*args, **kwargs)
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
-        return await TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections)).enqueue_many(
-            items
-        )
+        return await self._default_call().enqueue_many(items)
+
+    def _default_call(self) -> TaskCall[P, R]:
+        # built once: the app's engine and the task's options do not change after registration
+        call = self._call
+        if call is None:
+            call = self._call = TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections))
+        return call
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,19 +211,23 @@ class TaskCall(Generic[P, R]):
     def __init__(self, task: Task[P, R], placement: Placement) -> None:
         self.task = task
         self.placement = placement
+        self._new: NewJobs | None = None
 
     def using(self, **options: Any) -> TaskCall[P, R]:
         return TaskCall(self.task, self.placement.merged(**options))
 
     def _new_jobs(self) -> NewJobs:
+        if self._new is not None:
+            return self._new
         task = self.task
-        return self.placement.new_jobs(
+        self._new = self.placement.new_jobs(
             task.name,
             queue=task.options.queue,
             priority=task.options.priority,
             max_attempts=task.options.max_attempts,
             args_fp=task.args_fp,
         )
+        return self._new
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         codec = self.task.codec

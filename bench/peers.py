@@ -19,6 +19,8 @@ class Peer:
     adapter: str  # script under bench/adapters
     venv: str | None  # venv under bench/.venvs built from bench/pins/<venv>.txt; None: this python
     worker_options: dict[str, Any] = field(default_factory=dict)
+    #: sent with every request (enqueue, worker...): a configuration of the system
+    options: dict[str, Any] = field(default_factory=dict)
     min_python: tuple[int, int] = (3, 11)
     note: str = ""
 
@@ -42,6 +44,14 @@ PEERS: dict[str, Peer] = {
             note="runs with the interpreter that runs `python -m bench` (the repo's .venv)",
         ),
         Peer(
+            "akadze_ps",
+            "akadze, prepared statements",
+            "adapter_akadze.py",
+            None,
+            options={"prepared_statements": True},
+            note="as akadze, with Akadze(prepared_statements=True): not behind a transaction-mode pooler",
+        ),
+        Peer(
             "raw",
             "raw asyncpg, k=50",
             "adapter_raw.py",
@@ -63,4 +73,4 @@ PEERS: dict[str, Peer] = {
     ]
 }
 
-DEFAULT_PEERS = ["akadze", "raw", "pgqueuer", "procrastinate", "oban"]
+DEFAULT_PEERS = ["akadze", "akadze_ps", "raw", "pgqueuer", "procrastinate", "oban"]

@@ -47,23 +47,24 @@ def cell(vals: list[float], digits: int = 0) -> str:
     return f"{fmt(med, digits)} ({fmt(lo, digits)}-{fmt(hi, digits)})"
 
 
-def ratio_cell(records: list[dict[str, Any]], peer: str, step: str, key: str) -> str:
-    """akadze / peer per repeat (both from the same repeat), then the median of the ratios."""
+def ratios(records: list[dict[str, Any]], num: str, peer: str, step: str, key: str) -> list[float]:
+    """num / peer per repeat (both from the same repeat)."""
     by_rep: dict[int, dict[str, float]] = defaultdict(dict)
     for r in records:
         if r["step"] == step and r.get("ok") and r.get(key) is not None:
             by_rep[r["rep"]][r["peer"]] = r[key]
-    ratios = [
-        reps["akadze"] / reps[peer]
-        for reps in by_rep.values()
-        if "akadze" in reps and peer in reps and reps[peer]
-    ]
-    if not ratios:
+    return [reps[num] / reps[peer] for reps in by_rep.values() if num in reps and peer in reps and reps[peer]]
+
+
+def ratio_cell(records: list[dict[str, Any]], peer: str, step: str, key: str) -> str:
+    """akadze / peer per repeat (both from the same repeat), then the median of the ratios."""
+    rs = ratios(records, "akadze", peer, step, key)
+    if not rs:
         return "-"
-    med = statistics.median(ratios)
-    if len(ratios) == 1:
+    med = statistics.median(rs)
+    if len(rs) == 1:
         return f"{med:.2f}x"
-    return f"{med:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+    return f"{med:.2f}x ({min(rs):.2f}-{max(rs):.2f})"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -167,6 +168,8 @@ def build_markdown(data: dict[str, Any], chart: Path | None, out_md: Path) -> st
         "worker steps (drains and latency). Latency is enqueue→start (nearest rank)."
     )
     add("")
+
+    lines += targets_section(meta, records, peers, steps)
 
     # Ratios ----------------------------------------------------------------------------------
     if "akadze" in peers and len(peers) > 1:
@@ -334,6 +337,64 @@ def build_markdown(data: dict[str, Any], chart: Path | None, out_md: Path) -> st
     )
     add("")
     return "\n".join(lines)
+
+
+#: issue 7's targets: (label, step, key, reference peer, bound, at_least)
+TARGETS: list[tuple[str, str, str, str, float, bool]] = [
+    ("drain c=50 vs pgqueuer", "drain_c50", "rate", "pgqueuer", 3.0, True),
+    ("drain c=50 vs raw asyncpg", "drain_c50", "rate", "raw", 0.30, True),
+    ("enqueue batch vs pgqueuer", "enqueue_batch", "rate", "pgqueuer", 1.5, True),
+    ("enqueue 1-by-1 vs raw asyncpg", "enqueue_single", "rate", "raw", 0.9, True),
+    ("latency p50 vs pgqueuer", "latency", "p50", "pgqueuer", 0.7, False),
+    ("latency p99 vs pgqueuer", "latency", "p99", "pgqueuer", 1.0, False),
+]
+RSS_TARGET_MB = 60.0
+
+
+def targets_section(
+    meta: dict[str, Any], records: list[dict[str, Any]], peers: list[str], steps: list[str]
+) -> list[str]:
+    """Each target of issue 7 for each akadze configuration: the ratio per repeat, its median."""
+    mine = [p for p in peers if p.startswith("akadze")]
+    if not mine:
+        return []
+    rows = []
+    for label, step, key, ref, bound, at_least in TARGETS:
+        if step not in steps or ref not in peers:
+            continue
+        row = [label, ("≥ " if at_least else "≤ ") + f"{bound:g}x"]
+        for p in mine:
+            rs = ratios(records, p, ref, step, key)
+            if not rs:
+                row.append("-")
+                continue
+            med = statistics.median(rs)
+            met = med >= bound if at_least else med <= bound
+            spread_ = f" ({min(rs):.2f}-{max(rs):.2f})" if len(rs) > 1 else ""
+            row.append(f"{med:.2f}x{spread_} {'met' if met else '**not met**'}")
+        rows.append(row)
+    rss_row = ["worker peak RSS", f"≤ {RSS_TARGET_MB:g} MB"]
+    for p in mine:
+        rss = [
+            v
+            for st in steps
+            if st.startswith("drain") or st == "latency"
+            for v in values(records, p, st, "maxrss_mb")
+        ]
+        med = _med(rss)
+        rss_row.append(
+            "-" if med is None else f"{med:.0f} MB {'met' if med <= RSS_TARGET_MB else '**not met**'}"
+        )
+    rows.append(rss_row)
+    out = ["### Targets (issue 7), as ratios within each repeat", ""]
+    out.append(
+        "The median over repeats of the ratio taken within one repeat (min-max in brackets); "
+        "a target is met when the median is on the right side of the bound."
+    )
+    out.append("")
+    out += _table(["target", "bound", *(_label(meta, p) for p in mine)], rows)
+    out.append("")
+    return out
 
 
 def codec_section(runs: list[dict[str, Any]]) -> list[str]:

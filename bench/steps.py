@@ -35,7 +35,7 @@ class Runner:
         return f"bench_{peer.name}"
 
     def _req(self, peer: Peer, cmd: str, **extra: Any) -> dict[str, Any]:
-        return {"cmd": cmd, "dsn": dsn_for(self.cfg.dsn, self.db(peer)), **extra}
+        return {"cmd": cmd, "dsn": dsn_for(self.cfg.dsn, self.db(peer)), **peer.options, **extra}
 
     def _log(self, peer: Peer, step: str, rep: int) -> Path:
         return self.cfg.log_dir / f"{peer.name}.{step}.{rep}.log"

@@ -20,6 +20,7 @@ from akadze.errors import (
     NotInRunError,
     UnknownTaskError,
 )
+from akadze.testing import drain
 from tests.support import module_database
 
 
@@ -109,6 +110,37 @@ async def test_the_engine_keeps_no_prepared_statements(app: Akadze) -> None:
         kept = (await conn.execute(text("SELECT statement FROM pg_prepared_statements"))).scalars().all()
     # only the statement reading the view is prepared while it runs
     assert kept == ["SELECT statement FROM pg_prepared_statements"]
+
+
+async def test_prepared_statements_keeps_enqueue_and_claim_prepared(
+    make_app: Callable[..., Akadze],
+) -> None:
+    """Opt-in: one round trip per statement, for a direct connection (not a transaction pooler)."""
+    for prepared in (False, True):
+        app = make_app(prepared_statements=prepared)
+
+        @app.task("t.add")
+        async def add(x: int) -> int:
+            return x + 1
+
+        jobs = [await add.enqueue(x=i) for i in range(3)]
+        assert await drain(app) == 3
+        assert [(await app.get_job(j.id)).result for j in jobs] == [1, 2, 3]  # type: ignore[union-attr]
+        async with app.raw_connections.connection() as conn:
+            kept = [r["statement"] for r in await conn.fetch("SELECT statement FROM pg_prepared_statements")]
+        inserts = [s for s in kept if "INSERT INTO akadze_jobs" in s]
+        assert bool(inserts) is prepared, kept
+
+
+async def test_prepared_statements_is_for_the_engine_the_app_creates() -> None:
+    borrowed = create_async_engine("postgresql+asyncpg://u@localhost/db")
+    try:
+        with pytest.raises(ConfigError, match="prepared_statements applies to the engine created"):
+            Akadze(engine=borrowed, prepared_statements=True)
+    finally:
+        await borrowed.dispose()
+    with pytest.raises(ConfigError, match="prepared_statements must be True or False"):
+        Akadze(URL, prepared_statements="yes")  # type: ignore[arg-type]
 
 
 async def test_a_task_is_registered_with_its_options(app: Akadze) -> None:

@@ -138,7 +138,7 @@ class Queries:
     @staticmethod
     async def enqueue(conn: Connection, new: NewJobs, args: str) -> Job:
         rows = await _fetch(conn, statement("enqueue"), _new_params(new, args))
-        return row_to_job(rows[0])
+        return _new_job(new, rows[0], args)
 
     @staticmethod
     async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:

@@ -1,6 +1,7 @@
 """akadze through its public API, run with the interpreter that runs ``python -m bench``.
 
-``Akadze(database_url=dsn)`` with its default pool; ``await app.migrate()`` installs the schema;
+``Akadze(database_url=dsn)`` with its default pool (``prepared_statements`` when the request
+asks for it); ``await app.migrate()`` installs the schema;
 ``task.enqueue(i=...)`` and ``task.enqueue_many([...])``. Worker: ``Worker(app, slots=c)``;
 ``run(burst=True)`` for the drain (returns once no ready job is left), ``run()`` and
 ``stop()`` (graceful) for the latency step.
@@ -22,8 +23,8 @@ from akadze.worker import Worker
 _recorder: Recorder | None = None
 
 
-def _app(dsn: str) -> tuple[Akadze, Any]:
-    app = Akadze(database_url=dsn)
+def _app(req: dict[str, Any]) -> tuple[Akadze, Any]:
+    app = Akadze(database_url=req["dsn"], prepared_statements=bool(req.get("prepared_statements")))
 
     @app.task("bench.noop", queue="default")
     async def noop(i: int, t: float | None = None) -> None:
@@ -38,7 +39,7 @@ def info() -> dict[str, Any]:
 
 
 async def install(req: dict[str, Any]) -> dict[str, Any]:
-    app, _ = _app(req["dsn"])
+    app, _ = _app(req)
     try:
         await app.migrate()
     finally:
@@ -56,7 +57,7 @@ async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
 
 
 async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
-    app, noop = _app(req["dsn"])
+    app, noop = _app(req)
     try:
         return await timed_single(lambda i: noop.enqueue(i=i), req["jobs"])
     finally:
@@ -64,7 +65,7 @@ async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
 
 
 async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
-    app, noop = _app(req["dsn"])
+    app, noop = _app(req)
     try:
         return await timed_batches(
             lambda ids: noop.enqueue_many([{"i": i} for i in ids]), req["jobs"], req["batch"]
@@ -74,7 +75,7 @@ async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
 
 
 async def produce(req: dict[str, Any]) -> dict[str, Any]:
-    app, noop = _app(req["dsn"])
+    app, noop = _app(req)
     try:
         return await paced_producer(lambda a: noop.enqueue(**a), req["jobs"], req["rate"])
     finally:
@@ -85,7 +86,7 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
     global _recorder
     control = Control()
     rec = _recorder = Recorder(req["expect"])
-    app, _ = _app(req["dsn"])
+    app, _ = _app(req)
     w = Worker(app, queues=None, slots=int(req["slots"]))
     try:
         emit("ready")

@@ -1,5 +1,6 @@
 -- enqueue: inserts one job; a job that is ready now wakes listening workers at commit.
--- Runs in the caller's transaction when there is one. One round trip.
+-- Runs in the caller's transaction when there is one. One round trip. Only what the database
+-- decided comes back (id, run_at, created_at): not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts, run_at, expires_at)
     VALUES (
@@ -12,9 +13,11 @@ WITH job AS (
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
         CAST(:expires_at AS timestamptz)
     )
-    RETURNING *
+    RETURNING id, queue, run_at, created_at
 )
 SELECT
-    job.*,
+    job.id,
+    job.run_at,
+    job.created_at,
     (SELECT pg_notify('akadze_jobs', job.queue) WHERE job.run_at <= now()) AS notified
 FROM job
