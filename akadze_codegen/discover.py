@@ -7,6 +7,7 @@ mirror.Walker; every problem is collected, nothing stops at the first.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import keyword
@@ -116,7 +117,7 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
                 args_fp=task.args_fp,
                 params=params,
                 module=task.module,
-                doc=_first_line(inspect.getdoc(task.fn)),
+                doc=_first_line(task_doc(task.fn)),
             )
         )
     problems.extend(check_names(tasks, by_client))
@@ -139,6 +140,16 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
         tasks=tasks,
         types=definitions,
     )
+
+
+def task_doc(fn: Any) -> str | None:
+    """The docstring of what runs: a partial's function, a callable instance's ``__call__``
+    (else its class's), never the docs of ``functools.partial`` itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and callable(fn) and not inspect.isclass(fn):
+        return inspect.getdoc(type(fn).__call__) or inspect.getdoc(type(fn))
+    return inspect.getdoc(fn)
 
 
 def _first_line(doc: str | None) -> str | None:

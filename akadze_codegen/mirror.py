@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import typing
 from collections.abc import Callable
@@ -72,8 +73,10 @@ class Walker:
     # -- tasks -----------------------------------------------------------------------------
 
     def params(self, task: Task[Any, Any]) -> list[ir.Param]:
-        """The task's parameters as its codec validates them (its argument TypedDict)."""
+        """The task's parameters as its codec validates them (its argument TypedDict), less
+        the arguments a ``functools.partial`` binds by keyword (dependencies, not inputs)."""
         signature = task.codec.signature
+        bound = partial_keywords(task.fn)
         typed_dict = getattr(task.codec.adapter, "_type", None)
         source = typed_dict if typing_extensions.is_typeddict(typed_dict) else task.fn
         try:
@@ -89,6 +92,8 @@ class Walker:
         for param in signature.parameters.values():
             if source is typed_dict and param.name not in hints:
                 continue  # not an argument of the job (the codec left it out)
+            if param.name in bound:
+                continue  # bound by the worker: the producer has no say in it
             where = f"{task.name}({param.name})"
             if param.annotation is inspect.Parameter.empty:
                 self.problem(
@@ -310,3 +315,17 @@ class Walker:
                 continue
             out.append(rename_definition(definition, names[key], names))
         return sorted(out, key=lambda d: d.name)
+
+
+def partial_keywords(fn: Any) -> frozenset[str]:
+    """The names a ``functools.partial`` (nested ones too) binds by keyword.
+
+    Bound by position, an argument leaves the signature; bound by keyword it stays in it, as
+    optional, since a call could override it. Either way the worker fixed its value when it
+    registered the task, so producers' clients leave it out.
+    """
+    names: set[str] = set()
+    while isinstance(fn, functools.partial):
+        names.update(fn.keywords)
+        fn = fn.func
+    return frozenset(names)

@@ -1,5 +1,6 @@
 """A producer that has only akadze and the generated package enqueues; the worker runs the jobs
-and each task receives its declared types (hard cases 16-30 on the wire, through PostgreSQL)."""
+and each task receives its declared types (hard cases 16-30 on the wire, through PostgreSQL), and
+partials and callable instances get the arguments their clients send (cases 5 and 6)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 
 from akadze import Akadze
 from akadze.testing import drain
+from tests.codegen.apps.registration.helpers import RECEIVED as GREETED
 from tests.codegen.apps.wire import billing, kinds, shapes, shipping
 from tests.codegen.apps.wire.received import RECEIVED
 from tests.codegen.checkers import GOLDEN, ROOT
@@ -293,3 +296,81 @@ async def test_the_generated_client_inserts_the_row_the_worker_side_enqueue_inse
         theirs = (await fetch(database_url, query, worker_job.id))[0]
         # jsonb's text form is canonical: equal text, equal arguments
         assert dict(mine) == dict(theirs)
+
+
+@pytest.fixture
+async def registration_clients(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """The golden ``registration`` package's mail module, enqueueing into this test's database."""
+    monkeypatch.syspath_prepend(str(GOLDEN))
+    from registration import mail as client_mail
+
+    import akadze.client
+
+    akadze.client.configure(database_url=database_url)
+    yield client_mail
+    await akadze.client.dispose()
+
+
+async def test_partial_and_callable_instance_tasks_run_with_what_their_clients_send(
+    make_app: Any, database_url: str, registration_clients: Any
+) -> None:
+    """Cases 5 and 6: the bound arguments come from the worker, the others from the producer."""
+    app: Akadze = make_app()
+    app.include("tests.codegen.apps.registration.mail")
+    client_mail = registration_clients
+    # the clients take no bound argument: the keyword partial's tenant and loud are not theirs
+    assert set(client_mail.MailGreetKeywordArgs.__annotations__) == {"user_id", "on"}
+    assert set(client_mail.MailGreetPositionalArgs.__annotations__) == {"user_id", "on", "loud"}
+    assert set(client_mail.MailGreetInstanceArgs.__annotations__) == {"user_id", "on", "loud"}
+    produced = [
+        await client_mail.mail_greet_positional.enqueue(user_id=1, on=date(2026, 11, 29)),
+        await client_mail.mail_greet_keyword.enqueue(user_id=2, on=date(2026, 11, 30)),
+        await client_mail.mail_greet_instance.using(priority=2).enqueue(
+            user_id=3, on=date(2026, 12, 1), loud=True
+        ),
+    ]
+    with pytest.raises(TypeError, match="tenant"):  # untyped callers are checked at run time
+        await client_mail.mail_greet_keyword.enqueue(user_id=4, on=date(2026, 12, 2), tenant="evil")
+    direct = [
+        await app.tasks["mail.greet.positional"].enqueue(user_id=1, on=date(2026, 11, 29)),
+        await app.tasks["mail.greet.keyword"].enqueue(user_id=2, on=date(2026, 11, 30)),
+        await app.tasks["mail.greet.instance"]
+        .using(priority=2)
+        .enqueue(user_id=3, on=date(2026, 12, 1), loud=True),
+    ]
+    columns = "task, queue, priority, max_attempts, args, args_fp, state"
+    for client_job, worker_job in zip(produced, direct, strict=True):
+        query = f"SELECT {columns} FROM akadze_jobs WHERE id = $1"
+        assert dict((await fetch(database_url, query, client_job.id))[0]) == dict(
+            (await fetch(database_url, query, worker_job.id))[0]
+        )
+
+    GREETED.clear()
+    assert await drain(app) == 6
+    rows = await fetch(database_url, "SELECT state FROM akadze_jobs")
+    assert {r["state"] for r in rows} == {"succeeded"}
+    by_user = sorted(GREETED, key=lambda r: r[1]["user_id"])
+    expected = [
+        ("greet", {"tenant": "acme", "user_id": 1, "on": date(2026, 11, 29), "loud": False}),
+        ("greet", {"tenant": "globex", "user_id": 2, "on": date(2026, 11, 30), "loud": True}),
+        ("greeter", {"tenant": "initech", "user_id": 3, "on": date(2026, 12, 1), "loud": True}),
+    ]
+    assert by_user == [e for e in expected for _ in (0, 1)]  # the client's job and the worker's
+
+
+async def test_a_worker_default_changed_after_generation_applies_to_jobs_from_the_old_client(
+    make_app: Any, database_url: str, registration_clients: Any
+) -> None:
+    """Case 16: the client leaves a defaulted argument out, so the worker's current default applies."""
+    seen: list[str] = []
+
+    async def notify(user_id: int, message: str = "changed since the clients were generated") -> None:
+        seen.append(message)
+
+    app: Akadze = make_app()
+    task = app.register(notify, name="mail.notify", queue="mail")
+    client_mail = registration_clients
+    assert client_mail.mail_notify.args_fp == task.args_fp  # a default is not part of the schema
+    await client_mail.mail_notify.enqueue(user_id=5)
+    assert await drain(app) == 1
+    assert seen == ["changed since the clients were generated"]

@@ -6,6 +6,8 @@ Checked with ``mypy --strict`` by test_codegen_typing.py against the snapshots b
 
 from __future__ import annotations
 
+from datetime import date
+
 from registration import mail
 from sqlalchemy.ext.asyncio import AsyncConnection
 from wire import kinds, shipping
@@ -53,3 +55,5 @@ async def wrong_calls(conn: AsyncConnection) -> None:
     await shipping.ship_parcel.enqueue(
         to=to, options=options, pet=shipping.Dog(), cost=cost, required_none=1, five="5"
     )
+    # an argument that a functools.partial binds on the worker is not the producer's to pass
+    await mail.mail_greet_keyword.enqueue(user_id=1, on=date(2026, 1, 1), tenant="other")

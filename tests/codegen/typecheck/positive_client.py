@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import reveal_type
 
@@ -42,3 +42,6 @@ async def right_calls(conn: AsyncConnection) -> None:
         wait=timedelta(minutes=1),
         when=datetime.now(UTC),
     )
+    await mail.mail_greet_positional.enqueue(user_id=1, on=date(2026, 1, 1), loud=True)
+    await mail.mail_greet_keyword.enqueue(user_id=1, on=date(2026, 1, 1))
+    await mail.mail_greet_instance.using(session=conn).enqueue(user_id=1, on=date(2026, 1, 1))

@@ -9,7 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 from akadze import Akadze
 
 from . import extras
-from .helpers import Mailer, make_sender, notify
+from .helpers import Greeter, Mailer, greet, make_sender, notify
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,6 +56,14 @@ def register(app: Akadze) -> None:
         app.register(make_sender(lang), name=f"mail.welcome.{lang}", queue="mail")
     # case 6: a bound method
     app.register(Mailer("noreply").bounce, name="mail.bounce", queue="mail")
+    # case 5: functools.partial, bound by position and by keyword; neither bound argument is
+    # the producer's to pass
+    app.register(functools.partial(greet, "acme"), name="mail.greet.positional", queue="mail")
+    app.register(
+        functools.partial(greet, tenant="globex", loud=True), name="mail.greet.keyword", queue="mail"
+    )
+    # case 6: a callable instance (async def __call__)
+    app.register(Greeter("initech"), name="mail.greet.instance", queue="mail")
     # case 8: nested registration
     extras.register_more(app)
 
