@@ -42,8 +42,10 @@ DATABASE_URL_ENV = "AKADZE_DATABASE_URL"
 def is_codegen() -> bool:
     """True while ``akadze codegen`` imports the worker app (``AKADZE_CODEGEN=1``).
 
-    Worker modules can guard import-time side effects with it; never use it to register a
-    different set of tasks, or the generated clients would not match the running worker.
+    Worker modules keep import-time side effects (connections, required secrets) out of codegen
+    with it, and may register under it the tasks that only some deployments register, so that
+    one client package covers them all (docs/codegen.md). Never register a task *differently*
+    under it (other arguments, another queue): the clients would not match the worker.
     """
     return os.environ.get("AKADZE_CODEGEN") == "1"
 
