@@ -37,6 +37,7 @@ from akadze_codegen.typetables import (
     SEQUENCES,
     TZ,
     UNION_ORIGINS,
+    alias_value,
     collect_constraints,
     constraint_names,
     default_text,
@@ -148,7 +149,9 @@ class Walker:
         if isinstance(tp, typing.NewType):
             return ir.Ref(self._definition(tp, where, definitions.newtype_def))
         if ALIAS_TYPES and isinstance(tp, ALIAS_TYPES):
-            return self._alias(tp, where)
+            return self._alias(tp, (), where)
+        if ALIAS_TYPES and isinstance(origin, ALIAS_TYPES):
+            return self._alias(origin, args, where)  # a generic alias, parametrised: Pair[int]
         if tp is pydantic.Json or origin is pydantic.Json:
             return ir.Prim("any")
         if isinstance(tp, dataclasses.InitVar):
@@ -239,7 +242,8 @@ class Walker:
             return ir.Tuple([self.walk(a, where) for a in args])
         return None
 
-    def _alias(self, alias: Any, where: str) -> ir.TypeNode:
+    def _alias(self, alias: Any, args: tuple[Any, ...], where: str) -> ir.TypeNode:
+        """A type alias is inlined; a generic one with its type parameters replaced by ``args``."""
         if alias in self._aliases:
             return self.problem(
                 where,
@@ -248,7 +252,7 @@ class Walker:
             )
         self._aliases.append(alias)
         try:
-            return self.walk(alias.__value__, where)
+            return self.walk(alias_value(alias, args), where)
         finally:
             self._aliases.pop()
 

@@ -106,6 +106,17 @@ def typeddict_required(cls: Any, name: str, hint: Any) -> bool:
     return name in getattr(cls, "__required_keys__", frozenset())
 
 
+def alias_value(alias: Any, args: tuple[Any, ...]) -> Any:
+    """What a type alias stands for; for a generic one (``type Pair[T] = tuple[T, T]``) used
+    as ``Pair[int]``, its value with each type parameter replaced by its argument."""
+    value = alias.__value__
+    free: tuple[Any, ...] = getattr(value, "__parameters__", ())
+    if not args or not free:
+        return value
+    bound = dict(zip(getattr(alias, "__type_params__", ()), args, strict=False))
+    return value[tuple(bound.get(param, param) for param in free)]
+
+
 def mentions(node: ir.TypeNode, target: ir.TypeNode) -> bool:
     """Whether ``target`` occurs in ``node`` outside other definitions."""
     if node == target:

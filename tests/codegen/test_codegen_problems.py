@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from pydantic import AliasPath, BaseModel, Field
 
@@ -143,3 +144,20 @@ def test_a_model_only_imported_under_type_checking_fails_at_registration_naming_
 
 async def _async_noop(user_id: int) -> None:
     return None
+
+
+class Point(msgspec.Struct):
+    x: int
+    y: int
+
+
+def test_a_worker_side_msgspec_struct_is_refused_when_the_worker_registers_it() -> None:
+    """Case 31: the worker validates with pydantic, which reads no Struct, so a Struct argument
+    never reaches codegen: registering the task fails, naming the task and the type."""
+    app = make()
+
+    async def draw(corner: Point) -> None:
+        return None
+
+    with pytest.raises(ConfigError, match=r"task 'shape\.draw': unsupported argument type.*Point"):
+        app.register(draw, name="shape.draw")
