@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from akadze.app import Akadze
 from akadze.db.errors import is_transient, sqlstate
@@ -413,7 +414,39 @@ def jobs_requeue(
 # -- codegen -----------------------------------------------------------------------------------
 
 
-@app.command()
+codegen_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+class _CodegenCommand(TyperCommand):
+    """``akadze codegen APP --out DIR ...`` parses as it always did; ``diff`` or ``verify`` as
+    the first argument (never an app path, which is module:attr) runs that command instead."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        if args and args[0] in ("diff", "verify"):
+            group = typer.main.get_group(codegen_app)
+            sub = group.commands[args[0]]
+            return sub.make_context(f"{info_name} {args[0]}", args[1:], parent=parent, **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+#: one paragraph per line, so that the help's layout does not depend on source line breaks
+_CODEGEN_HELP = "\n\n".join(
+    [
+        "Write typed client packages for producer services; diff manifests; verify stubs.",
+        "akadze codegen APP --out DIR [--check] [--from-manifest FILE]: write the clients; with --check "
+        "write nothing and exit 1 when they are stale.",
+        "akadze codegen diff --against OLD (APP | --manifest NEW) [--allow-breaking]: classify every "
+        "change between two manifests for producers already deployed, with the deploy order; exit 1 "
+        "on a breaking change.",
+        "akadze codegen verify --package DIR [--dsn URL] [--allow-unconsumed]: check every stub's task, "
+        "queue and argument fingerprint against the live workers; exit 1 on a mismatch or a queue "
+        "that no live worker consumes.",
+        "Options of each: akadze codegen diff --help, akadze codegen verify --help.",
+    ]
+)
+
+
+@app.command(cls=_CodegenCommand, help=_CODEGEN_HELP)
 @_handled
 def codegen(
     app_path: Annotated[str | None, typer.Argument(metavar="APP", help="module:attr of the app")] = None,
@@ -424,13 +457,90 @@ def codegen(
         typer.Option("--from-manifest", help="Render from a manifest, importing no worker code."),
     ] = None,
 ) -> None:
-    """Write typed client packages for producer services."""
+    """Write typed client packages for producer services (help: _CODEGEN_HELP)."""
     from akadze_codegen.cli import run_codegen
 
     path = app_path or _app_path(None)
     if path is None and from_manifest is None:
         _fail(2, "error: name the app (module:attr) or pass --from-manifest")
     code = run_codegen(path, out, check, from_manifest)
+    if code:
+        raise typer.Exit(code)
+
+
+@codegen_app.command("diff")
+@_handled
+def codegen_diff(
+    app_path: Annotated[
+        str | None, typer.Argument(metavar="APP", help="module:attr of the worker app (the new side)")
+    ] = None,
+    against: Annotated[
+        str,
+        typer.Option(
+            "--against",
+            help="The old manifest: a file, a generated package directory, or GIT_REF:path (git show).",
+        ),
+    ] = "",
+    manifest: Annotated[
+        str | None,
+        typer.Option("--manifest", help="The new manifest (file or package directory) instead of APP."),
+    ] = None,
+    allow_breaking: Annotated[
+        bool, typer.Option("--allow-breaking", help="Exit 0 even when a change is breaking.")
+    ] = False,
+) -> None:
+    """Classify the changes between two manifests for producers already deployed.
+
+    Exit 0: nothing breaking; 1: a breaking change (unless --allow-breaking).
+
+    Exit 2: a manifest cannot be read, or the app cannot be imported.
+    """
+    from akadze_codegen.diff import run_diff
+
+    if not against:
+        _fail(2, "error: pass --against OLD (a manifest file, a package directory or GIT_REF:path)")
+    code = run_diff(against, app_path, manifest, allow_breaking=allow_breaking)
+    if code:
+        raise typer.Exit(code)
+
+
+@codegen_app.command("verify")
+@_handled
+def codegen_verify(
+    package: Annotated[
+        str | None,
+        typer.Option("--package", help="A generated package directory (its _manifest.json is read)."),
+    ] = None,
+    manifest: Annotated[str | None, typer.Option("--manifest", help="A manifest file instead.")] = None,
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", "--database-url", help="The workers' database (or AKADZE_DATABASE_URL)."),
+    ] = None,
+    allow_unconsumed: Annotated[
+        bool,
+        typer.Option("--allow-unconsumed", help="Exit 0 even when no live worker consumes a stub's queue."),
+    ] = False,
+) -> None:
+    """Check every stub's task, queue and argument fingerprint against the live workers.
+
+    Exit 0: every stub matches a live worker.
+
+    Exit 1: a fingerprint or queue differs, or a task is not run.
+
+    Exit 1 also when no live worker consumes a stub's queue, unless --allow-unconsumed.
+
+    Exit 2: the manifest cannot be read, or the database cannot be reached.
+    """
+    from akadze_codegen.verify import run_verify
+
+    if (package is None) == (manifest is None):
+        _fail(2, "error: pass --package DIR (a generated package) or --manifest FILE")
+    url = dsn or os.environ.get("AKADZE_DATABASE_URL")
+    if not url:
+        _fail(2, "error: no database configured: pass --dsn URL or set AKADZE_DATABASE_URL")
+    source = package if package is not None else manifest
+    assert source is not None
+    code = run_verify(url, source, allow_unconsumed=allow_unconsumed)
     if code:
         raise typer.Exit(code)
 

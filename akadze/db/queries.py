@@ -121,6 +121,19 @@ class NewJobs(msgspec.Struct, frozen=True):
     expires_at: datetime | None
 
 
+class LiveTask(msgspec.Struct, frozen=True):
+    """A task a live worker published at registration (live_task_schemas)."""
+
+    worker_id: str
+    worker_name: str
+    #: the queues the worker serves
+    worker_queues: tuple[str, ...]
+    #: None for a worker that published no task
+    task: str | None
+    queue: str | None
+    args_fp: str | None
+
+
 class Ended(msgspec.Struct, frozen=True):
     """A run to end: its fencing token, the decided completion and the encoded result.
 
@@ -209,7 +222,9 @@ class Queries:
         queues: Sequence[str],
         slots: int,
         lost_after_s: float,
+        tasks: Sequence[tuple[str, str, str]] = (),
     ) -> None:
+        """Also publishes ``tasks``, (name, queue, args_fp) each, for ``akadze codegen verify``."""
         params = {
             "id": worker_id,
             "name": name,
@@ -218,8 +233,21 @@ class Queries:
             "queues": list(queues),
             "slots": slots,
             "lost_after_s": lost_after_s,
+            "task_names": [t[0] for t in tasks],
+            "task_queues": [t[1] for t in tasks],
+            "task_fps": [t[2] for t in tasks],
         }
         await _execute(conn, statement("register_worker"), params)
+
+    @staticmethod
+    async def live_task_schemas(conn: Connection) -> list[LiveTask]:
+        """What live workers serve and run; one row with ``task`` None for a worker that
+        published no task (an older akadze)."""
+        rows = await _fetch(conn, statement("live_task_schemas"), {})
+        return [
+            LiveTask(str(r["worker_id"]), r["name"], tuple(r["queues"]), r["task"], r["queue"], r["args_fp"])
+            for r in rows
+        ]
 
     @staticmethod
     async def heartbeat(conn: Connection, worker_id: str) -> bool:

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Double,
+    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -72,6 +73,15 @@ workers = Table(
     Column("lost_after_s", Double, nullable=False),
     Column("started_at", TIMESTAMP(timezone=True), nullable=False),
     Column("heartbeat_at", TIMESTAMP(timezone=True), nullable=False),
+)
+
+task_schemas = Table(
+    "akadze_task_schemas",
+    metadata,
+    Column("worker_id", UUID(as_uuid=False), ForeignKey(workers.c.id, ondelete="CASCADE"), primary_key=True),
+    Column("task", Text, primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("args_fp", Text, nullable=False),
 )
 
 schedule_runs = Table(

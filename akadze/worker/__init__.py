@@ -158,6 +158,7 @@ class Worker:
             "queues": self.queues,
             "slots": self.slots,
             "lost_after_s": self.lost_after_s,
+            "tasks": [(t.name, t.options.queue, t.args_fp) for t in self.app.tasks.values()],
         }
         await Queries.register_worker(await self._claim.raw(), **registration)
         self._heartbeat = Heartbeat(
