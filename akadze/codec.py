@@ -186,6 +186,14 @@ def _hinted(fn: Callable[..., Any]) -> Any:
     return fn
 
 
+def _keyword_bound(fn: Callable[..., Any]) -> set[str]:
+    names: set[str] = set()
+    while isinstance(fn, functools.partial):
+        names.update(fn.keywords)
+        fn = fn.func
+    return names
+
+
 def build_codec(
     task_name: str, fn: Callable[..., Any], *, max_bytes: int = DEFAULT_MAX_ARGS_BYTES
 ) -> ArgsCodec:
@@ -201,6 +209,13 @@ def build_codec(
             f"task {task_name!r}: cannot resolve the type hints ({type(exc).__name__}: {exc}); "
             "import the types the signature names at module level"
         ) from None
+    # a partial's keyword-bound arguments stay in its signature (as defaults) but are
+    # dependencies, not job arguments: a job must not override them
+    bound = _keyword_bound(fn)
+    if bound:
+        signature = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name not in bound]
+        )
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -222,6 +237,15 @@ def build_codec(
         adapter: TypeAdapter[Any] = TypeAdapter(typed_dict)
     except pydantic.PydanticSchemaGenerationError as exc:
         raise ConfigError(f"task {task_name!r}: unsupported argument type: {exc}") from None
+    try:
+        # the fingerprint is built from the JSON schema: a type pydantic validates but cannot
+        # describe (arbitrary_types_allowed) cannot travel as JSON either
+        adapter.json_schema()
+    except pydantic.PydanticUserError as exc:
+        raise ConfigError(
+            f"task {task_name!r}: an argument type has no JSON form ({exc}); use JSON-friendly "
+            "types (pydantic models, dataclasses, datetime, UUID, Decimal...)"
+        ) from None
     # a float (or Any, which may be one) anywhere in the validation schema, nested models
     # included; without one, a null in the payload cannot be a NaN and needs no scan
     core = repr(adapter.core_schema)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import functools
 from datetime import date
 
+import pydantic
+import pytest
+
 from akadze import Akadze
+from akadze.errors import ConfigError
 from akadze.testing import drain
 
 SEEN: list[tuple[str, int, date]] = []
@@ -33,3 +37,32 @@ async def test_a_partial_and_a_callable_instance_register_and_run_with_their_typ
     await by_instance.enqueue(user_id=2, on=date(2026, 11, 30))
     assert await drain(app) == 2
     assert sorted(SEEN) == [("acme", 1, date(2026, 11, 29)), ("globex", 2, date(2026, 11, 30))]
+
+
+async def test_a_keyword_bound_argument_is_not_a_job_argument(app: Akadze) -> None:
+    """Bound in advance means a dependency: a job cannot override it."""
+    SEEN.clear()
+    task = app.register(functools.partial(greet, tenant="acme"), name="greet.keyword")
+    assert set(task.codec.signature.parameters) == {"user_id", "on"}
+    with pytest.raises(pydantic.ValidationError, match="tenant"):
+        await task.enqueue(user_id=1, on=date(2026, 1, 1), tenant="other")  # type: ignore[call-arg]
+    await task.enqueue(user_id=2, on=date(2026, 1, 2))
+    assert await drain(app) == 1
+    assert SEEN == [("acme", 2, date(2026, 1, 2))]
+
+
+class Opaque:
+    pass
+
+
+class Holder(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    value: Opaque
+
+
+async def keep(holder: Holder) -> None: ...
+
+
+def test_an_argument_type_without_a_json_form_is_a_config_error(app: Akadze) -> None:
+    with pytest.raises(ConfigError, match=r"'keep\.opaque': an argument type has no JSON form"):
+        app.register(keep, name="keep.opaque")
