@@ -1,4 +1,5 @@
--- enqueue: inserts one job; a job that is ready now wakes listening workers at commit.
+-- enqueue: inserts one job; a job that is ready now wakes listening workers at commit
+-- (a job ready at once without delay or run_at goes through enqueue_now instead).
 -- Runs in the caller's transaction when there is one. One round trip. Only what the database
 -- decided comes back (id, run_at, created_at): not the arguments.
 WITH job AS (
