@@ -18,7 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from akadze.backoff import BackoffPolicy
-from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
+from akadze.codec import DEFAULT_MAX_ARGS_BYTES, UnknownArgs, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
@@ -218,9 +218,15 @@ class Akadze:
         timeout: timedelta | None = None,
         priority: int = 0,
         backoff: BackoffPolicy | None = None,
+        unknown_args: UnknownArgs = "forbid",
     ) -> Callable[[Callable[P, R]], Task[P, R]]:
-        """Declare a task. Example: ``@app.task("mail.send", queue="mail")``."""
-        options = TaskOptions(queue, max_attempts, timeout, priority, backoff)
+        """Declare a task. Example: ``@app.task("mail.send", queue="mail")``.
+
+        ``unknown_args="ignore"`` runs a job whose stored arguments include some the task
+        does not declare (a producer deployed before the worker), without them, where the
+        default ``"forbid"`` fails it; enqueue refuses unknown arguments either way.
+        """
+        options = TaskOptions(queue, max_attempts, timeout, priority, backoff, unknown_args)
         check_name("task", name)
         if name in self.tasks:
             raise DuplicateTaskError(name)
@@ -240,10 +246,12 @@ class Akadze:
         timeout: timedelta | None = None,
         priority: int = 0,
         backoff: BackoffPolicy | None = None,
+        unknown_args: UnknownArgs = "forbid",
     ) -> Task[P, R]:
         """Register a plain function (a closure over your dependencies, say) as a task."""
         check_name("task", name)
-        return self._add(fn, name, TaskOptions(queue, max_attempts, timeout, priority, backoff))
+        options = TaskOptions(queue, max_attempts, timeout, priority, backoff, unknown_args)
+        return self._add(fn, name, options)
 
     def _add(self, fn: Callable[P, R], name: str, options: TaskOptions) -> Task[P, R]:
         if not callable(fn):

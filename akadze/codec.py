@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, NotRequired, Required
+from typing import Any, Literal, NotRequired, Required, TypeAlias
 from uuid import UUID
 
 import msgspec
@@ -32,6 +32,12 @@ from akadze.errors import ArgsTooLargeError, ConfigError, ResultNotJson
 
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
+
+#: what a worker does with a stored argument its task does not declare (a producer newer than
+#: the worker): refuse the job (the default), or drop the argument and run it. Enqueue always
+#: refuses unknown arguments; the policy applies to decoding at run time only.
+UnknownArgs: TypeAlias = Literal["forbid", "ignore"]
+UNKNOWN_ARGS_POLICIES: tuple[UnknownArgs, ...] = ("forbid", "ignore")
 
 _ARGS_CONFIG = ConfigDict(
     extra="forbid",
@@ -115,6 +121,19 @@ class ArgsCodec:
         """Validate stored JSON back into the declared types (pydantic.ValidationError if not)."""
         value: dict[str, Any] = self.adapter.validate_json(raw)
         return value
+
+    def split_unknown(self, stored: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The stored arguments the signature declares, and the names of the others, sorted.
+
+        What ``unknown_args="ignore"`` decodes: the same as validating with the arguments'
+        ``extra="ignore"`` (nested models keep their own ``extra`` policy), and the names are
+        there to be logged. A partial's keyword-bound arguments count as unknown.
+        """
+        declared = self.signature.parameters
+        unknown = sorted(name for name in stored if name not in declared)
+        if not unknown:
+            return dict(stored), []
+        return {name: value for name, value in stored.items() if name in declared}, unknown
 
     @property
     def fingerprint(self) -> str:

@@ -12,11 +12,18 @@ asks :func:`check_drift` what to do. Pure, apart from the "log once" memory it i
 | differ       | yes     | run; log a warning once per (task, job fingerprint); count it    |
 | differ       | no      | fail without retries: ArgsSchemaMismatch names both fingerprints |
 |              |         | and the fields                                                   |
+
+Arguments the task does not declare (a producer newer than the worker) do not decode under
+the task's default ``unknown_args="forbid"``: with differing fingerprints that is the last row,
+and the message says how to let such jobs run. Under ``"ignore"`` the executor drops them
+before decoding (:meth:`akadze.codec.ArgsCodec.split_unknown`) and passes their names here:
+the job runs, and the warning, once per (task, job fingerprint), names them.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pydantic
@@ -96,26 +103,47 @@ def check_drift(
     job_fp: str | None,
     error: pydantic.ValidationError | None,
     *,
+    ignored: Sequence[str] = (),
     log: DriftLog = DEFAULT_LOG,
 ) -> DriftVerdict:
     """Decide what a job's fingerprint and its decode result mean (the table above).
 
-    ``error`` is what decoding the stored arguments with the worker's codec raised, or None.
+    ``error`` is what decoding the stored arguments with the worker's codec raised, or None;
+    ``ignored`` the stored arguments the task does not declare, dropped before decoding
+    (``unknown_args="ignore"``).
     """
-    if not job_fp or job_fp == worker_fp:
-        return DriftVerdict(drifted=False, run=error is None)
+    drifted = bool(job_fp) and job_fp != worker_fp
     if error is not None:
+        if not drifted:
+            return DriftVerdict(drifted=False, run=False)
+        assert job_fp is not None
         fields, details = describe(error)
+        if any(item["type"] == "extra_forbidden" and len(item["loc"]) == 1 for item in error.errors()):
+            details += (
+                " (arguments this worker's task does not declare: deploy the worker first, or "
+                "register the task with unknown_args='ignore' to run such jobs without them)"
+            )
         return DriftVerdict(
             drifted=True,
             run=False,
             error=ArgsSchemaMismatch(task_name, job_fp, worker_fp, fields, details),
         )
+    if not drifted and not ignored:
+        return DriftVerdict(drifted=False, run=True)
     warning = None
-    if log.note(task_name, job_fp):
-        warning = (
-            f"task {task_name!r}: a job built against argument schema {job_fp} (this worker has "
-            f"{worker_fp}) still decodes, so it runs; regenerate the producer's client "
-            "(akadze codegen) to silence this"
-        )
-    return DriftVerdict(drifted=True, run=True, warning=warning)
+    if log.note(task_name, job_fp or "none"):
+        built = f"a job built against argument schema {job_fp}" if job_fp else "a job without a schema"
+        if ignored:
+            names = ", ".join(map(repr, ignored))
+            warning = (
+                f"task {task_name!r}: {built} (this worker has {worker_fp}) carries argument(s) "
+                f"{names} that the task does not declare; unknown_args='ignore' drops them and "
+                "the job runs; deploy the worker that declares them, or regenerate the "
+                "producer's client (akadze codegen)"
+            )
+        else:
+            warning = (
+                f"task {task_name!r}: {built} (this worker has {worker_fp}) still decodes, so it "
+                "runs; regenerate the producer's client (akadze codegen) to silence this"
+            )
+    return DriftVerdict(drifted=drifted, run=True, warning=warning)

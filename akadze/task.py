@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.backoff import BackoffPolicy
-from akadze.codec import ArgsCodec
+from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError
@@ -49,6 +49,8 @@ class TaskOptions:
     timeout: timedelta | None = None
     priority: int = 0
     backoff: BackoffPolicy | None = None
+    #: stored arguments the task does not declare, at run time: fail the job, or drop them
+    unknown_args: UnknownArgs = "forbid"
 
     def __post_init__(self) -> None:
         check_name("queue", self.queue)
@@ -67,6 +69,8 @@ class TaskOptions:
             not callable(self.backoff) or inspect.iscoroutinefunction(self.backoff)
         ):
             raise ConfigError("backoff must be a plain (not async) function attempt -> timedelta")
+        if self.unknown_args not in UNKNOWN_ARGS_POLICIES:
+            raise ConfigError(f"unknown_args must be 'forbid' or 'ignore', got {self.unknown_args!r}")
 
 
 def _check_priority(priority: object) -> None:

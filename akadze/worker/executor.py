@@ -48,14 +48,19 @@ def decode_args(task: Task[Any, Any], job: Job, drift_log: DriftLog) -> dict[str
 
     When the producer built them against another schema (codegen drift) and they no longer
     decode, ArgsSchemaMismatch names both fingerprints and the fields: no retry can help.
-    Invalid arguments without drift are a ValueError (an error like any other).
+    Invalid arguments without drift are a ValueError (an error like any other). A task with
+    ``unknown_args="ignore"`` runs without the stored arguments it does not declare.
     """
+    stored: Mapping[str, Any] = job.args
+    ignored: list[str] = []
+    if task.options.unknown_args == "ignore" and isinstance(stored, dict):
+        stored, ignored = task.codec.split_unknown(stored)
     try:
-        kwargs: dict[str, Any] | None = task.codec.decode(msgspec.json.encode(job.args))
+        kwargs: dict[str, Any] | None = task.codec.decode(msgspec.json.encode(stored))
         error = None
     except pydantic.ValidationError as exc:
         kwargs, error = None, exc
-    verdict = check_drift(task.name, task.args_fp, job.args_fp, error, log=drift_log)
+    verdict = check_drift(task.name, task.args_fp, job.args_fp, error, ignored=ignored, log=drift_log)
     if verdict.warning:
         logger.warning(verdict.warning)
     if verdict.error is not None:

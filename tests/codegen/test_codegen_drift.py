@@ -1,19 +1,23 @@
 """The argument-schema fingerprint (hard case 39) and what a worker does with a job built
-against another schema (case 40)."""
+against another schema (case 40), unknown arguments included (the unknown_args policy)."""
 
 from __future__ import annotations
 
 import enum
+import json
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import pydantic
 import pytest
 from pydantic import BaseModel, Field
 
+from akadze import Akadze
 from akadze.client import RemoteTask
 from akadze.codec import build_codec
 from akadze.drift import ArgsSchemaMismatch, DriftLog, check_drift
+from akadze.errors import ConfigError
+from akadze.task import TaskOptions
 from akadze.testing import drain
 from tests.support import fetch
 
@@ -190,3 +194,129 @@ async def test_a_worker_runs_drifted_jobs_that_decode_and_fails_those_that_do_no
         assert error["type"].endswith("ArgsSchemaMismatch")
     assert "order_id" in rows[2]["errors"] and "gone" in rows[3]["errors"]
     assert [job.id for job in jobs] == [r["id"] for r in rows]
+
+
+class TestCheckDriftWithIgnoredArguments:
+    def test_ignored_arguments_are_named_in_a_warning_once_per_task_and_fingerprint(self) -> None:
+        log = DriftLog()
+        first = check_drift("t", "aaaa", "bbbb", None, ignored=["gift_note"], log=log)
+        again = check_drift("t", "aaaa", "bbbb", None, ignored=["gift_note"], log=log)
+        assert first.run and first.drifted and again.run and again.warning is None
+        assert first.warning is not None
+        assert "'gift_note'" in first.warning and "unknown_args='ignore'" in first.warning
+        assert "bbbb" in first.warning and "aaaa" in first.warning
+
+    def test_ignored_arguments_are_logged_even_without_a_differing_fingerprint(self) -> None:
+        log = DriftLog()
+        verdict = check_drift("t", "aaaa", "aaaa", None, ignored=["x"], log=log)
+        assert (
+            verdict.run and not verdict.drifted and verdict.warning is not None and "'x'" in verdict.warning
+        )
+
+    def test_an_unknown_argument_under_forbid_says_how_to_let_it_run(self) -> None:
+        error = None
+        try:
+            build_codec("t", base).decode(b'{"a": {"street": "s"}, "c": "red", "n": 1, "gift_note": "x"}')
+        except pydantic.ValidationError as exc:
+            error = exc
+        assert error is not None
+        verdict = check_drift("t", "aaaa", "bbbb", error, log=DriftLog())
+        assert isinstance(verdict.error, ArgsSchemaMismatch)
+        assert verdict.error.fields == ["gift_note"] and "unknown_args='ignore'" in str(verdict.error)
+
+
+class TestUnknownArgsOption:
+    def test_forbid_is_the_default_and_ignore_the_alternative(self, app: Akadze) -> None:
+        async def ship(order_id: int) -> None: ...
+
+        assert app.register(ship, name="a").options.unknown_args == "forbid"
+        assert app.register(ship, name="b", unknown_args="ignore").options.unknown_args == "ignore"
+        assert app.task("c", unknown_args="ignore")(ship).options.unknown_args == "ignore"
+
+    def test_a_bad_value_is_a_config_error(self, app: Akadze) -> None:
+        async def ship(order_id: int) -> None: ...
+
+        with pytest.raises(ConfigError, match="unknown_args must be 'forbid' or 'ignore', got 'allow'"):
+            app.register(ship, name="a", unknown_args="allow")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="unknown_args"):
+            app.task("b", unknown_args=None)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="unknown_args"):
+            TaskOptions(unknown_args="Ignore")  # type: ignore[arg-type]
+        assert app.tasks == {}
+
+    def test_the_policy_does_not_change_the_fingerprint(self, app: Akadze) -> None:
+        async def ship(order_id: int) -> None: ...
+
+        forbid = app.register(ship, name="a", unknown_args="forbid")
+        ignore = app.register(ship, name="b", unknown_args="ignore")
+        assert forbid.args_fp == ignore.args_fp == fp(ship)
+
+
+class NewerShipArgs(TypedDict):
+    """The arguments of a producer generated from a worker that has since gained gift_note."""
+
+    order_id: int
+    gift_note: str
+
+
+NEWER_FP = "9e9e9e9e9e9e9e9e"
+
+
+async def test_an_unknown_argument_fails_under_forbid_and_is_dropped_under_ignore(
+    app: Akadze, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A producer deployed before the worker sends an argument the worker does not declare yet."""
+    received: list[tuple[str, int]] = []
+
+    @app.task("orders.strict")
+    async def strict(order_id: int) -> None:
+        received.append(("strict", order_id))
+
+    @app.task("orders.lenient", unknown_args="ignore")
+    async def lenient(order_id: int) -> None:
+        received.append(("lenient", order_id))
+
+    from akadze import client
+
+    def newer(name: str) -> RemoteTask[NewerShipArgs]:
+        return RemoteTask(
+            name, queue="default", priority=0, max_attempts=3, args_fp=NEWER_FP, args_type=NewerShipArgs
+        )
+
+    client.configure(engine=app.engine)
+    try:
+        for name in ("orders.strict", "orders.lenient", "orders.lenient"):
+            await newer(name)._enqueue({"order_id": 7, "gift_note": "happy birthday"})
+    finally:
+        await client.dispose()
+    with caplog.at_level(logging.WARNING):
+        assert await drain(app) == 3
+    rows = await fetch(database_url, "SELECT task, state, attempt, errors FROM akadze_jobs ORDER BY id")
+    assert [(r["task"], r["state"], r["attempt"]) for r in rows] == [
+        ("orders.strict", "failed", 1),  # no retry
+        ("orders.lenient", "succeeded", 1),
+        ("orders.lenient", "succeeded", 1),
+    ]
+    (error,) = json.loads(rows[0]["errors"])
+    assert error["type"].endswith("ArgsSchemaMismatch")
+    message = error["message"]
+    assert "gift_note" in message and NEWER_FP in message and app.tasks["orders.strict"].args_fp in message
+    assert "happy birthday" not in message
+    assert received == [("lenient", 7), ("lenient", 7)]  # the declared arguments only
+    warnings = [r.getMessage() for r in caplog.records if "orders.lenient" in r.getMessage()]
+    assert len(warnings) == 1  # once per task and job fingerprint
+    assert "'gift_note'" in warnings[0] and NEWER_FP in warnings[0] and "happy birthday" not in warnings[0]
+
+
+async def test_the_worker_side_enqueue_refuses_unknown_arguments_whatever_the_policy(
+    app: Akadze, database_url: str
+) -> None:
+    async def ship(order_id: int) -> None: ...
+
+    for policy in ("forbid", "ignore"):
+        task = app.register(ship, name=f"orders.{policy}", unknown_args=policy)
+        with pytest.raises(pydantic.ValidationError, match="gift_note"):
+            await task.enqueue(order_id=1, gift_note="x")  # type: ignore[call-arg]
+        with pytest.raises(pydantic.ValidationError, match="gift_note"):
+            await task.enqueue_many([{"order_id": 1, "gift_note": "x"}])
+    assert await fetch(database_url, "SELECT id FROM akadze_jobs") == []
