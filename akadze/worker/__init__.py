@@ -114,24 +114,9 @@ class Worker:
         #: stale-producer counts per (task, fingerprint); each pair is logged once
         self.drift_log = DriftLog()
         self._durations: dict[int, float] = {}
-        #: claim connections, each with at most one claim in flight: while one lane's claim
-        #: waits for the database, the jobs of the other lane's last claim run
-        self._lanes = [HeldConnection(app.engine) for _ in range(_lane_count(app, slots, listen))]
-        self._idle_lanes = list(self._lanes)
-        #: at most this many jobs per claim, so that the lanes take turns
-        self._claim_max = -(-slots // len(self._lanes))
-        #: claims in flight, and the slots they hold
-        self._claims: set[asyncio.Task[None]] = set()
-        self._reserved = 0
-        #: jobs started so far; a burst run ends after an empty claim that began with nothing
-        #: running, claiming or waiting to be written, and saw no job start while it ran
-        self._starts = 0
-        self._drained = False
+        self._claim = HeldConnection(app.engine)
         #: a claim failed on a lost connection: it may have committed, its reply lost
         self._claim_unsure = False
-        self._claim_error: BaseException | None = None
-        self._retry_at = 0.0
-        self._retry_delay = 0.1
         self._heartbeat: Heartbeat | None = None
         self._completer: Completer | None = None
 
@@ -175,7 +160,7 @@ class Worker:
             "lost_after_s": self.lost_after_s,
             "tasks": [(t.name, t.options.queue, t.args_fp) for t in self.app.tasks.values()],
         }
-        await Queries.register_worker(await self._lanes[0].raw(), **registration)
+        await Queries.register_worker(await self._claim.raw(), **registration)
         self._heartbeat = Heartbeat(
             self.app.engine.url,
             registration,
@@ -232,30 +217,48 @@ class Worker:
 
     async def _fetch_loop(self, burst: bool) -> None:
         assert self._completer is not None
+        delay = 0.1
         next_poll = time.monotonic() + self.poll_interval_s
         while not self._stopping:
-            if self._claim_error is not None:
-                raise self._claim_error
-            if burst and not self._running and not self._claims:
+            free = self.slots - len(self._running)
+            if burst and not self._running:
                 await self._completer.drain()
-                if self._drained:
-                    return
                 self._hint = True
-            free = self.slots - len(self._running) - self._reserved
-            if free > 0 and self._hint and self._idle_lanes and self.healthy:
-                now = time.monotonic()
-                if now < self._retry_at:
-                    await self._sleep(self._retry_at - now)
+            if free > 0 and self._hint and self.healthy:
+                self._hint = False
+                try:
+                    # a connection that went silent (half-open: no reply, no reset) must not
+                    # hang the loop for good; past lost_after this worker is stuck anyway
+                    async with asyncio.timeout(self.lost_after_s):
+                        if self._claim_unsure:
+                            free -= len(await self._adopt_lost_claims())
+                        if free <= 0:
+                            jobs = []
+                        elif self.app.hooks.on_transition:
+                            jobs = await self._claim_with_hooks(free)
+                        else:
+                            jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    self._claim_unsure = True
+                    await self._claim.discard()
+                    self._hint = True
+                    await self._sleep(delay)
+                    delay = min(delay * 2, 5.0)
                     continue
-                # adopting a lost claim's jobs looks for jobs claimed under this worker's id
-                # that it does not know: a claim still in flight would look the same
-                if not (self._claim_unsure and self._claims):
-                    self._hint = False
-                    quiet = not self._running and not self._claims and not self._completer.pending
-                    self._begin_claim(min(free, self._claim_max), quiet)
+                delay = 0.1
+                if len(jobs) == free:
+                    self._hint = True
+                for job in jobs:
+                    self._start(job)
+                if burst and not jobs and not self._running and not self._completer.pending:
+                    return
+                if jobs:
                     continue
             timeout = max(next_poll - time.monotonic(), 0.0)
-            if burst and not self._running and not self._claims:
+            if burst and not self._running:
                 timeout = 0.0
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
@@ -266,74 +269,24 @@ class Worker:
             # let outcomes that finish in the same turn free their slots before claiming
             await asyncio.sleep(0)
 
-    def _begin_claim(self, want: int, quiet: bool) -> None:
-        lane = self._idle_lanes.pop()
-        self._reserved += want
-        task = asyncio.get_running_loop().create_task(self._claim_into(lane, want, quiet))
-        self._claims.add(task)
-        task.add_done_callback(self._claims.discard)
-
-    async def _claim_into(self, lane: HeldConnection, want: int, quiet: bool) -> None:
-        """One claim on ``lane`` for up to ``want`` slots; its jobs start as soon as it returns.
-
-        ``quiet``: nothing was running, claiming or waiting to be written when it began.
-        """
-        jobs: list[Job] = []
-        reserved = want
-        starts = self._starts
-        try:
-            # a connection that went silent (half-open: no reply, no reset) must not hang the
-            # worker for good; past lost_after this worker is stuck anyway
-            async with asyncio.timeout(self.lost_after_s):
-                if self._claim_unsure:
-                    want -= len(await self._adopt_lost_claims(lane))
-                if want <= 0:
-                    pass
-                elif self.app.hooks.on_transition:
-                    jobs = await self._claim_with_hooks(lane, want)
-                else:
-                    jobs = await Queries.claim(await lane.raw(), self.queues, want, self.id)
-        except Exception as exc:
-            if not is_transient(exc):
-                self._claim_error = exc
-                return
-            logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, self._retry_delay)
-            self._claim_unsure = True
-            await lane.discard()
-            self._hint = True
-            self._retry_at = time.monotonic() + self._retry_delay
-            self._retry_delay = min(self._retry_delay * 2, 5.0)
-            return
-        finally:
-            self._reserved -= reserved
-            self._idle_lanes.append(lane)
-            self._wake.set()
-        self._retry_delay = 0.1
-        if quiet and not jobs and self._starts == starts:
-            self._drained = True
-        if len(jobs) == want:
-            self._hint = True
-        for job in jobs:
-            self._start(job)
-
-    async def _adopt_lost_claims(self, lane: HeldConnection) -> list[Job]:
+    async def _adopt_lost_claims(self) -> list[Job]:
         """Start the jobs of a claim that committed although its reply was lost.
 
         They run under this worker's id, and no rescue takes them while its heartbeat lives,
         so without this they would stay running for good. They were claimed for slots that
-        no later claim has taken: this runs before the next claim, with no other claim in flight.
+        no later claim has taken: this runs before the next claim.
         """
         assert self._completer is not None
         known = [*self._running, *self._completer.unwritten()]
-        jobs = await Queries.find_claimed(await lane.raw(), self.id, known)
+        jobs = await Queries.find_claimed(await self._claim.raw(), self.id, known)
         self._claim_unsure = False
         for job in jobs:
             logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
             self._start(job)
         return jobs
 
-    async def _claim_with_hooks(self, lane: HeldConnection, free: int) -> list[Job]:
-        conn = await lane.get()
+    async def _claim_with_hooks(self, free: int) -> list[Job]:
+        conn = await self._claim.get()
         try:
             async with conn.begin():
                 jobs = await Queries.claim(conn, self.queues, free, self.id)
@@ -345,7 +298,7 @@ class Worker:
             # as for completions: a broken hook must not stop the queue. The claim and the
             # hook's writes rolled back together; the jobs are claimed again without hooks.
             logger.exception("an on_transition hook failed at claim; claiming without hooks")
-            return await Queries.claim(await lane.raw(), self.queues, free, self.id)
+            return await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
         return jobs
 
     async def _sleep(self, seconds: float) -> None:
@@ -359,8 +312,6 @@ class Worker:
             return
         task = asyncio.get_running_loop().create_task(self._run_one(job))
         self._running[job.id] = task
-        self._starts += 1
-        self._drained = False
 
     async def _run_one(self, job: Job) -> None:
         started = time.monotonic()
@@ -406,9 +357,6 @@ class Worker:
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
-        if self._claims:
-            # each is bounded by lost_after; the jobs it brings back start and are waited for
-            await asyncio.gather(*self._claims, return_exceptions=True)
         if self._running:
             logger.info(
                 "waiting for %d running jobs (up to %.0fs)",
@@ -441,45 +389,27 @@ class Worker:
             await asyncio.to_thread(self._heartbeat.stop)
         try:
             async with asyncio.timeout(self.lost_after_s):
-                await Queries.unregister_worker(await self._lanes[0].raw(), self.id)
+                await Queries.unregister_worker(await self._claim.raw(), self.id)
         except Exception:
             # a connection gone silent must not hold the exit: others forget this worker anyway
-            await self._lanes[0].discard()
-        for lane in self._lanes:
-            await lane.close(wait_s=self.lost_after_s)
+            await self._claim.discard()
+        await self._claim.close(wait_s=self.lost_after_s)
         logger.info("worker %s stopped after %d runs", self.id, self.runs)
-
-
-def _pool_capacity(app: Akadze) -> int | None:
-    """pool_size + max_overflow of the app's pool; None when it is not a bounded queue pool."""
-    pool = app.engine.pool
-    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
-    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
-        return None
-    return int(size()) + overflow
-
-
-def _lane_count(app: Akadze, slots: int, listen: bool) -> int:
-    """Two claim connections when there are slots to share and the pool leaves room for runs."""
-    capacity = _pool_capacity(app)
-    kept = 4 if listen else 3  # with the second lane
-    if slots >= 4 and (capacity is None or capacity >= kept + 4):
-        return 2
-    return 1
 
 
 def _check_pool(app: Akadze, slots: int, listen: bool) -> None:
     """Refuse a pool too small to ever serve a run, and warn about one smaller than the slots.
 
-    The worker keeps one or two pool connections for claims (see _lane_count), one for outcomes
-    and one for LISTEN; the runs' complete_tx and the maintenance passes take more. With a pool
-    no larger than what the worker keeps, every run would wait for a connection that never
-    comes back (a deadlock).
+    The worker keeps one pool connection for claims, one for outcomes and one for LISTEN; the
+    runs' complete_tx and the maintenance passes take more. With a pool no larger than what the
+    worker keeps, every run would wait for a connection that never comes back (a deadlock).
     """
-    capacity = _pool_capacity(app)
-    if capacity is None:
+    pool = app.engine.pool
+    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
+    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
         return  # not a bounded queue pool (NullPool, unlimited overflow)
-    kept = (2 if listen else 1) + _lane_count(app, slots, listen)
+    capacity = size() + overflow
+    kept = 3 if listen else 2
     if capacity <= kept:
         raise ValueError(
             f"the engine's pool allows {capacity} connections at once, and a worker keeps {kept} "

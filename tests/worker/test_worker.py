@@ -14,10 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze import Akadze, Fail, Job, JobState, Retry, Snooze, current, request_cancel
-from akadze.app import normalize_url
 from akadze.db.queries import Queries
 from akadze.testing import drain
 from akadze.worker import Worker
@@ -585,53 +584,3 @@ async def test_a_rescue_never_waits_on_a_row_that_a_stalled_run_holds(app: Akadz
     finally:
         await holder.close()
     assert (rescued.id, rescued.state, rescued.attempt) == (job.id, JobState.QUEUED, 1)
-
-
-# -- claim lanes ------------------------------------------------------------------------------
-
-
-async def test_two_claims_are_in_flight_at_once_and_every_job_runs_once(
-    app: Akadze, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """While one lane's claim waits for the database, the other lane's jobs run."""
-    real_claim = Queries.claim
-    in_flight = peak = 0
-    sizes: list[int] = []
-
-    async def slow_claim(conn: Any, queues: Any, limit: int, worker_id: str) -> list[Job]:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        sizes.append(limit)
-        try:
-            await asyncio.sleep(0.05)
-            return await real_claim(conn, queues, limit, worker_id)
-        finally:
-            in_flight -= 1
-
-    monkeypatch.setattr(Queries, "claim", staticmethod(slow_claim))
-    ran: list[int] = []
-
-    @app.task("t")
-    async def t(i: int) -> None:
-        ran.append(i)
-
-    await t.enqueue_many([{"i": i} for i in range(40)])
-    assert await drain(app, slots=10) == 40
-    assert sorted(ran) == list(range(40))
-    assert peak == 2
-    assert max(sizes) == 5  # each lane claims at most half the slots
-
-
-async def test_one_lane_when_the_pool_has_no_room_for_a_second(
-    make_app: Callable[..., Akadze], database_url: str
-) -> None:
-    roomy = Worker(make_app(), queues=["q"], slots=10)
-    overflowing = Worker(make_app(pool_size=1), queues=["q"], slots=10)  # 1 + 10 overflow
-    few = Worker(make_app(), queues=["q"], slots=3)
-    assert (len(roomy._lanes), len(overflowing._lanes), len(few._lanes)) == (2, 2, 1)
-    engine = create_async_engine(normalize_url(database_url), pool_size=4, max_overflow=0)
-    try:
-        assert len(Worker(Akadze(engine=engine), queues=["q"], slots=16)._lanes) == 1
-    finally:
-        await engine.dispose()
