@@ -220,7 +220,10 @@ class Worker:
         delay = 0.1
         next_poll = time.monotonic() + self.poll_interval_s
         while not self._stopping:
-            free = self.slots - len(self._running)
+            # outcomes not written yet hold their slots once they are more than the slots:
+            # a stalled write (a row lock, a slow disk) must not let this worker claim without
+            # bound, with every job claimed since held in memory and running in the table
+            free = self.slots - len(self._running) - max(0, self._completer.backlog - self.slots)
             if burst and not self._running:
                 await self._completer.drain()
                 self._hint = True
@@ -337,6 +340,7 @@ class Worker:
             )
 
     def _written(self, batch: Sequence[Ended], jobs: Sequence[Written]) -> None:
+        self._wake.set()  # slots held by unwritten outcomes may be free again
         if len(jobs) < len(batch):
             applied = {job.id for job in jobs}
             for ended in batch:

@@ -65,6 +65,11 @@ class Completer:
     def pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def backlog(self) -> int:
+        """How many outcomes are handed in and not written yet (the batch being written too)."""
+        return len(self._writing) + len(self._pending)
+
     def unwritten(self) -> list[int]:
         """The jobs whose outcome was handed in and is not written yet (they still run)."""
         return [ended.job_id for ended in (*self._writing, *self._pending)]

@@ -584,3 +584,38 @@ async def test_a_rescue_never_waits_on_a_row_that_a_stalled_run_holds(app: Akadz
     finally:
         await holder.close()
     assert (rescued.id, rescued.state, rescued.attempt) == (job.id, JobState.QUEUED, 1)
+
+
+async def test_a_stalled_outcome_write_stops_claims_after_twice_the_slots(
+    app: Akadze, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcomes waiting to be written hold slots past a backlog of ``slots``: a write stuck
+    behind a row lock must not let the worker claim (and hold in memory) without bound."""
+    real_complete = Queries.complete_batch
+    unstuck = asyncio.Event()
+
+    async def stuck_complete(conn: Any, ended: Any) -> Any:
+        await unstuck.wait()
+        return await real_complete(conn, ended)
+
+    monkeypatch.setattr(Queries, "complete_batch", staticmethod(stuck_complete))
+
+    @app.task("t")
+    async def t(i: int) -> None:
+        return None
+
+    await t.enqueue_many([{"i": i} for i in range(100)])
+    worker = Worker(app, slots=4, poll_interval=timedelta(milliseconds=50))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await wait_until(lambda: worker.runs >= 8)
+        await asyncio.sleep(0.5)  # polls that would claim more, were the backlog not counted
+        running = await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'running'")
+        assert worker.runs == running == 8
+        unstuck.set()
+        await wait_until(lambda: worker.runs == 100)
+    finally:
+        unstuck.set()
+        worker.stop()
+        await asyncio.wait_for(serving, 30)
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 100
