@@ -112,12 +112,30 @@ async def test_the_engine_keeps_no_prepared_statements(app: Akadze) -> None:
     assert kept == ["SELECT statement FROM pg_prepared_statements"]
 
 
-async def test_prepared_statements_keeps_enqueue_and_claim_prepared(
+async def test_prepared_statements_keeps_the_engines_statement_caches(
     make_app: Callable[..., Akadze],
 ) -> None:
-    """Opt-in: one round trip per statement, for a direct connection (not a transaction pooler)."""
+    """Opt-in: SQLAlchemy's statements (hooks, complete_tx, yours) are prepared and kept too."""
     for prepared in (False, True):
         app = make_app(prepared_statements=prepared)
+        async with app.engine.connect() as conn:
+            for _ in range(2):
+                await conn.execute(text("SELECT 41 + 1"))
+            kept = (await conn.execute(text("SELECT statement FROM pg_prepared_statements"))).scalars().all()
+        assert ("SELECT 41 + 1" in kept) is prepared, kept
+
+
+async def test_akadze_prepares_its_own_statements_on_a_direct_connection_only(
+    make_app: Callable[..., Akadze], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip per statement where no pooler stands in between; nothing prepared behind
+    one (a pooler answers with key data of its own, so the pid differs from pg_backend_pid())."""
+    import asyncpg
+
+    for behind_a_pooler in (False, True):
+        if behind_a_pooler:
+            monkeypatch.setattr(asyncpg.Connection, "get_server_pid", lambda self: -1)
+        app = make_app()
 
         @app.task("t.add")
         async def add(x: int) -> int:
@@ -127,9 +145,24 @@ async def test_prepared_statements_keeps_enqueue_and_claim_prepared(
         assert await drain(app) == 3
         assert [(await app.get_job(j.id)).result for j in jobs] == [1, 2, 3]  # type: ignore[union-attr]
         async with app.raw_connections.connection() as conn:
-            kept = [r["statement"] for r in await conn.fetch("SELECT statement FROM pg_prepared_statements")]
-        inserts = [s for s in kept if "INSERT INTO akadze_jobs" in s]
-        assert bool(inserts) is prepared, kept
+            kept = [r["name"] for r in await conn.fetch("SELECT name FROM pg_prepared_statements")]
+        mine = [name for name in kept if name.startswith("__akadze_enqueue_now_")]
+        assert bool(mine) is not behind_a_pooler, kept
+
+
+async def test_a_prepared_statement_gone_stale_is_prepared_again(app: Akadze) -> None:
+    @app.task("t.noop")
+    async def noop() -> None: ...
+
+    await noop.enqueue()
+    async with app.raw_connections.connection() as conn:
+        await conn.execute("DEALLOCATE ALL")  # as a DISCARD ALL would
+    await noop.enqueue()  # the statement is gone: it runs unprepared, and is prepared again
+    await noop.enqueue()
+    async with app.raw_connections.connection() as conn:
+        kept = [r["name"] for r in await conn.fetch("SELECT name FROM pg_prepared_statements")]
+    assert any(name.startswith("__akadze_enqueue_now_") for name in kept), kept
+    assert await drain(app) == 3
 
 
 async def test_prepared_statements_is_for_the_engine_the_app_creates() -> None:

@@ -15,6 +15,7 @@ import msgspec
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from akadze.db.prepared import STALE, forget, prepared
 from akadze.db.sql import Statement, statement
 from akadze.db.tables import jobs
 from akadze.job import Job, JobError, JobState
@@ -32,15 +33,20 @@ async def _fetch(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -
     if isinstance(conn, AsyncConnection):
         result = await conn.execute(stmt.clause, dict(params))
         return result.mappings().all() if result.returns_rows else []
-    rows: Sequence[Any] = await conn.fetch(stmt.pg, *[params[name] for name in stmt.params])
+    args = [params[name] for name in stmt.params]
+    ready = await prepared(conn, stmt)
+    if ready is not None:
+        try:
+            found: Sequence[Any] = await ready.fetch(*args)
+            return found
+        except STALE:
+            forget(conn, stmt)
+    rows: Sequence[Any] = await conn.fetch(stmt.pg, *args)
     return rows
 
 
 async def _execute(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> None:
-    if isinstance(conn, AsyncConnection):
-        await conn.execute(stmt.clause, dict(params))
-    else:
-        await conn.execute(stmt.pg, *[params[name] for name in stmt.params])
+    await _fetch(conn, stmt, params)
 
 
 def row_to_job(row: Mapping[str, Any]) -> Job:
