@@ -78,14 +78,6 @@ def create_engine(
     defaults): one round trip per statement instead of two, and plans reused. Only for a direct
     connection or a pooler in session mode.
     """
-    if prepared_statements:
-        return create_async_engine(
-            normalize_url(url),
-            pool_size=pool_size,
-            max_overflow=_MAX_OVERFLOW,
-            json_deserializer=msgspec.json.decode,
-            hide_parameters=True,
-        )
     return create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
@@ -93,7 +85,9 @@ def create_engine(
         json_deserializer=msgspec.json.decode,
         # statement parameters hold task arguments: keep them out of SQLAlchemy's logs and errors
         hide_parameters=True,
-        connect_args={
+        connect_args={}
+        if prepared_statements
+        else {
             "statement_cache_size": 0,
             "prepared_statement_cache_size": 0,
             "prepared_statement_name_func": lambda: f"__akadze_{uuid4().hex}__",

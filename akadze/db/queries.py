@@ -164,16 +164,9 @@ class Queries:
     @staticmethod
     async def enqueue_now(conn: Connection, new: NewJobs, args: str) -> Job:
         """enqueue for a job ready at once (no delay, no run_at): a simpler, faster statement."""
-        params = {
-            "task": new.task,
-            "queue": new.queue,
-            "priority": new.priority,
-            "args": args,
-            "args_fp": new.args_fp,
-            "max_attempts": new.max_attempts,
-            "expires_at": new.expires_at,
-        }
-        rows = await _fetch(conn, statement("enqueue_now"), params)
+        stmt = statement("enqueue_now")
+        every = _new_params(new, args)
+        rows = await _fetch(conn, stmt, {name: every[name] for name in stmt.params})
         return _new_job(new, rows[0], args)
 
     @staticmethod
