@@ -75,8 +75,10 @@ def other_pythons() -> dict[str, str]:
         candidates = [p for p in listed.split(os.pathsep) if p]
     else:
         pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-        candidates = [shutil.which(f"python3.{minor}") or "" for minor in range(11, 20)]
-        candidates += sorted(glob.glob(str(pyenv / "versions" / "3.*" / "bin" / "python3")))
+        # pyenv's own interpreters first: its shims on PATH fail outside a directory whose
+        # pyenv version names them ("command not found ... exists in these Python versions")
+        candidates = sorted(glob.glob(str(pyenv / "versions" / "3.*" / "bin" / "python3")))
+        candidates += [shutil.which(f"python3.{minor}") or "" for minor in range(11, 20)]
     found: dict[str, str] = {}
     for python in filter(None, candidates):
         version = _version(python)
