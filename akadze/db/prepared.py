@@ -47,10 +47,3 @@ def forget(conn: Any, stmt: Statement) -> None:
     known = _by_connection.get(conn)
     if known:
         known.pop(stmt.name, None)
-
-
-def is_direct(conn: Any) -> bool | None:
-    """Whether ``conn`` was found to reach PostgreSQL directly (None: not checked yet)."""
-    if conn not in _by_connection:
-        return None
-    return _by_connection[conn] is not None
