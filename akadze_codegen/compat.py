@@ -338,19 +338,7 @@ def _bound(definition: ir.StructDef | ir.TypedDictDef, ref: ir.Ref) -> list[ir.F
 def _subst(node: ir.TypeNode, env: dict[str, ir.TypeNode]) -> ir.TypeNode:
     if isinstance(node, ir.Var):
         return env.get(node.name, node)
-    if isinstance(node, ir.Seq):
-        return ir.Seq(node.kind, _subst(node.item, env))
-    if isinstance(node, ir.Tuple):
-        return ir.Tuple([_subst(i, env) for i in node.items])
-    if isinstance(node, ir.Dict):
-        return ir.Dict(_subst(node.key, env), _subst(node.value, env), node.mapping)
-    if isinstance(node, ir.Union):
-        return ir.Union([_subst(m, env) for m in node.members])
-    if isinstance(node, ir.Annotated):
-        return ir.Annotated(_subst(node.type, env), node.meta)
-    if isinstance(node, ir.Ref) and node.args:
-        return ir.Ref(node.name, [_subst(a, env) for a in node.args])
-    return node
+    return ir.map_children(node, lambda child: _subst(child, env))
 
 
 def _value(v: str | int | bool | None) -> _Value:

@@ -60,16 +60,6 @@ def rename(node: ir.TypeNode, names: Mapping[str, str]) -> ir.TypeNode:
     """``node`` with definition keys replaced by mirror names."""
     if isinstance(node, ir.Ref):
         return ir.Ref(names.get(node.name, node.name), [rename(a, names) for a in node.args])
-    if isinstance(node, ir.Seq):
-        return ir.Seq(node.kind, rename(node.item, names))
-    if isinstance(node, ir.Tuple):
-        return ir.Tuple([rename(i, names) for i in node.items])
-    if isinstance(node, ir.Dict):
-        return ir.Dict(rename(node.key, names), rename(node.value, names), node.mapping)
-    if isinstance(node, ir.Union):
-        return ir.Union([rename(m, names) for m in node.members])
-    if isinstance(node, ir.Annotated):
-        return ir.Annotated(rename(node.type, names), node.meta)
     if isinstance(node, ir.Lit):
         return ir.Lit(
             [
@@ -77,7 +67,7 @@ def rename(node: ir.TypeNode, names: Mapping[str, str]) -> ir.TypeNode:
                 for v in node.values
             ]
         )
-    return node
+    return ir.map_children(node, lambda child: rename(child, names))
 
 
 def rename_definition(definition: ir.Definition, name: str, names: Mapping[str, str]) -> ir.Definition:

@@ -7,6 +7,7 @@ pydantic). Type nodes are a tagged union (``"k"``); definitions another (``"kind
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -102,6 +103,23 @@ class Annotated(msgspec.Struct, frozen=True, tag="annotated", tag_field="k"):
 
 
 TypeNode: TypeAlias = Prim | Seq | Tuple | Dict | Union | Lit | Ref | Var | Annotated
+
+
+def map_children(node: TypeNode, f: Callable[[TypeNode], TypeNode]) -> TypeNode:
+    """``node`` with ``f`` applied to each of its direct child types; a leaf comes back as is."""
+    if isinstance(node, Seq):
+        return Seq(node.kind, f(node.item))
+    if isinstance(node, Tuple):
+        return Tuple([f(i) for i in node.items])
+    if isinstance(node, Dict):
+        return Dict(f(node.key), f(node.value), node.mapping)
+    if isinstance(node, Union):
+        return Union([f(m) for m in node.members])
+    if isinstance(node, Annotated):
+        return Annotated(f(node.type), node.meta)
+    if isinstance(node, Ref) and node.args:
+        return Ref(node.name, [f(a) for a in node.args])
+    return node
 
 
 class Field(msgspec.Struct, frozen=True, omit_defaults=True):
