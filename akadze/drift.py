@@ -11,7 +11,7 @@ asks :func:`check_drift` what to do. Pure, apart from the "log once" memory it i
 | equal / none | no      | not drift: the executor's usual invalid-arguments failure        |
 | differ       | yes     | run; log a warning once per (task, job fingerprint); count it    |
 | differ       | no      | fail without retries: ArgsSchemaMismatch names both fingerprints |
-|              |         | and the fields                                                   |
+|              |         | and the fields; log a warning once per (task, both fingerprints) |
 
 Arguments the task does not declare (a producer newer than the worker) do not decode under
 the task's default ``unknown_args="forbid"``: with differing fingerprints that is the last row,
@@ -69,6 +69,8 @@ class DriftLog:
     def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
         self.counts: dict[tuple[str, str], int] = {}
+        #: (task, job fingerprint, worker fingerprint) of jobs that failed on a mismatch
+        self.mismatches: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
 
     def note(self, task_name: str, job_fp: str) -> bool:
@@ -79,6 +81,17 @@ class DriftLog:
             if seen is None and len(self.counts) >= self.limit:
                 return False
             self.counts[key] = (seen or 0) + 1
+            return seen is None
+
+    def note_mismatch(self, task_name: str, job_fp: str, worker_fp: str) -> bool:
+        """Count one job that failed on a schema mismatch; True the first time for this task
+        and pair of fingerprints (log it then)."""
+        key = (task_name, job_fp, worker_fp)
+        with self._lock:
+            seen = self.mismatches.get(key)
+            if seen is None and len(self.mismatches) >= self.limit:
+                return False
+            self.mismatches[key] = (seen or 0) + 1
             return seen is None
 
 
@@ -123,9 +136,21 @@ def check_drift(
                 " (arguments this worker's task does not declare: deploy the worker first, or "
                 "register the task with unknown_args='ignore' to run such jobs without them)"
             )
+        warning = None
+        if log.note_mismatch(task_name, job_fp, worker_fp):
+            # the fields, never the values (which may be secrets); once per pair, since a
+            # stale producer sends many such jobs
+            where = ", ".join(dict.fromkeys(fields))
+            warning = (
+                f"task {task_name!r}: jobs built against argument schema {job_fp} do not decode "
+                f"with this worker's schema {worker_fp} (fields: {where}); they fail without "
+                "retries; regenerate the producer's client (akadze codegen) or deploy the worker "
+                "that matches it (logged once per task and pair of schemas)"
+            )
         return DriftVerdict(
             drifted=True,
             run=False,
+            warning=warning,
             error=ArgsSchemaMismatch(task_name, job_fp, worker_fp, fields, details),
         )
     if not drifted and not ignored:

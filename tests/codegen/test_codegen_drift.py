@@ -155,6 +155,20 @@ class TestCheckDrift:
         assert verdict.error.fields == ["user_id"] and "user_id: Input should be" in message
         assert "'x'" not in message  # values may be secrets
 
+    def test_drift_that_does_not_decode_warns_once_per_task_and_pair_of_fingerprints(self) -> None:
+        log = DriftLog()
+        first = check_drift("mail.send", "aaaa", "bbbb", validation_error(), log=log)
+        again = check_drift("mail.send", "aaaa", "bbbb", validation_error(), log=log)
+        other_worker = check_drift("mail.send", "aaaa", "cccc", validation_error(), log=log)
+        other_task = check_drift("mail.other", "aaaa", "bbbb", validation_error(), log=log)
+        assert first.warning is not None and again.warning is None
+        assert other_worker.warning is not None and other_task.warning is not None
+        assert "'mail.send'" in first.warning and "aaaa" in first.warning and "bbbb" in first.warning
+        assert "fields: user_id" in first.warning and "'x'" not in first.warning
+        assert again.error is not None  # the job fails all the same
+        assert log.mismatches[("mail.send", "bbbb", "aaaa")] == 2  # (task, job fp, worker fp)
+        assert log.counts == {}  # not counted as drift that runs
+
 
 async def test_a_worker_runs_drifted_jobs_that_decode_and_fails_those_that_do_not(
     app: Any, database_url: str, caplog: pytest.LogCaptureFixture
@@ -185,8 +199,14 @@ async def test_a_worker_runs_drifted_jobs_that_decode_and_fails_those_that_do_no
     rows = await fetch(database_url, "SELECT id, state, attempt, errors FROM akadze_jobs ORDER BY id")
     assert [r["state"] for r in rows] == ["succeeded", "succeeded", "failed", "failed"]
     assert received == [(1, ""), (2, "")]
-    warnings = [r.getMessage() for r in caplog.records if "0ld0ld0ld0ld0ld0" in r.getMessage()]
-    assert len(warnings) == 1  # once per task and fingerprint
+    warnings = [r for r in caplog.records if "0ld0ld0ld0ld0ld0" in r.getMessage()]
+    # once per task and fingerprint for the jobs that run; once per task and pair of
+    # fingerprints for those that fail, naming the fields and never the values
+    assert [r.levelno for r in warnings] == [logging.WARNING, logging.WARNING]
+    decodes, fails = (r.getMessage() for r in warnings)
+    assert "still decodes" in decodes
+    assert "'orders.ship'" in fails and app.tasks["orders.ship"].args_fp in fails
+    assert "fields: order_id" in fails and "three" not in fails
     for row in rows[2:]:
         assert row["attempt"] == 1  # no retries
         (error,) = __import__("json").loads(row["errors"])
