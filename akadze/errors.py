@@ -2,6 +2,7 @@
 
 AkadzeError
 ├── ConfigError (ValueError)            bad Akadze(...) or task options
+│   └── AppLoadError                    an app path (module:attr) that cannot be loaded
 ├── DuplicateTaskError (ValueError)     a task name registered twice
 ├── MissingRegisterError (ImportError)  app.include() on a module without register(app)
 ├── UnknownTaskError (LookupError)      a job names a task this app does not know
@@ -21,6 +22,18 @@ class AkadzeError(Exception):
 
 class ConfigError(AkadzeError, ValueError):
     """Bad configuration: the message says which value and how to fix it."""
+
+
+class AppLoadError(ConfigError):
+    """The app named by ``app_path`` (module:attr) cannot be loaded; the message says why.
+
+    ``raised_by_app``: the app's own import or factory raised (the exception is the cause).
+    """
+
+    def __init__(self, app_path: str, message: str, *, raised_by_app: bool = False) -> None:
+        self.app_path = app_path
+        self.raised_by_app = raised_by_app
+        super().__init__(message)
 
 
 class DuplicateTaskError(AkadzeError, ValueError):

@@ -213,20 +213,72 @@ def test_jobs_cancel_cancels_a_queued_job(jobs: Jobs, akadze: Callable[..., Resu
     assert jobs.get(job.id).state is JobState.CANCELLED
 
 
-@pytest.mark.parametrize("which", ["succeeded", "cancelled", "missing"])
+def test_jobs_cancel_of_a_queued_job_says_it_was_cancelled(jobs: Jobs, akadze: Callable[..., Result]) -> None:
+    job = jobs.enqueue("mail.send", user_id=1)
+    result = akadze("jobs", "cancel", str(job.id))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"job {job.id} cancelled"
+
+
+def test_jobs_cancel_of_a_running_job_says_the_cancel_was_requested(
+    jobs: Jobs, akadze: Callable[..., Result]
+) -> None:
+    job = jobs.enqueue("mail.send", user_id=1)
+
+    async def claim(app: Akadze) -> None:
+        async with app.engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE akadze_jobs SET state = 'running', run = run + 1 WHERE id = :id"), {"id": job.id}
+            )
+
+    jobs.run(claim)
+    result = akadze("jobs", "cancel", str(job.id))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"cancel requested for job {job.id}: it is running")
+    assert jobs.get(job.id).cancel_requested
+
+
+@pytest.mark.parametrize("which", ["succeeded", "cancelled"])
 def test_jobs_cancel_of_a_job_that_is_not_active_exits_1(
     jobs: Jobs, akadze: Callable[..., Result], which: str
 ) -> None:
-    if which == "missing":
-        job_id = 999999
-    else:
-        job_id = jobs.enqueue("mail.send", drained=which == "succeeded", user_id=1).id
-        if which == "cancelled":
-            assert akadze("jobs", "cancel", str(job_id)).exit_code == 0
+    job_id = jobs.enqueue("mail.send", drained=which == "succeeded", user_id=1).id
+    if which == "cancelled":
+        assert akadze("jobs", "cancel", str(job_id)).exit_code == 0
     result = akadze("jobs", "cancel", str(job_id))
     assert result.exit_code == 1
     assert result.stderr.strip() == "job is not active"
     assert result.stdout == ""
+
+
+def test_jobs_cancel_of_a_missing_job_says_it_does_not_exist(akadze: Callable[..., Result]) -> None:
+    result = akadze("jobs", "cancel", "999999")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "job 999999 does not exist"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "requeue"])
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ("99999999999999999999", ("out of range", "9223372036854775807")),
+        ("0", ("out of range",)),
+        ("-5", ("out of range",)),
+        ("abc", ("not a number",)),
+    ],
+    ids=["over-bigint", "zero", "negative", "not-a-number"],
+)
+def test_a_job_id_postgres_cannot_hold_is_one_line_and_exit_2(
+    akadze: Callable[..., Result], command: str, given: str, words: tuple[str, ...]
+) -> None:
+    result = akadze("jobs", command, "--", given) if given.startswith("-") else akadze("jobs", command, given)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+    assert "SELECT" not in result.stderr and "Traceback" not in result.stderr
 
 
 # -- requeue ------------------------------------------------------------------------------------

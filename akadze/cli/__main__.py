@@ -1,0 +1,5 @@
+"""``python -m akadze.cli``: the akadze command."""
+
+from akadze.cli import main
+
+main()

@@ -1,0 +1,199 @@
+"""What every command group shares: errors turned into exit codes (in one place), the app and
+the database a command works on, job ids, and tables.
+
+Exit codes: 0 success, 1 the operation did not apply, 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from akadze.app import Akadze
+from akadze.app_path import choose_app_path, load_app
+from akadze.db.errors import is_transient, sqlstate
+from akadze.errors import AkadzeError
+
+T = TypeVar("T")
+
+#: the largest job id: ids are PostgreSQL bigints
+MAX_JOB_ID = 2**63 - 1
+
+
+class Exit(Exception):
+    """A command's end: the exit code and the one line to print (stderr unless the code is 0)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(message)
+
+
+def fail(code: int, message: str) -> NoReturn:
+    raise Exit(code, message)
+
+
+def handled(fn: Callable[..., T]) -> Callable[..., T]:
+    """The one place that turns errors into exit codes and one line, no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except Exit as exc:
+            typer.echo(exc.message, err=exc.code != 0)
+            raise typer.Exit(exc.code) from None
+        except AkadzeError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except (OSError, ConnectionError) as exc:
+            typer.echo(f"error: cannot reach the database ({exc}); check the database URL", err=True)
+            raise typer.Exit(2) from None
+        except Exception as exc:
+            line = _database_failure(exc)
+            if line is None:
+                raise
+            typer.echo(line, err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _database_failure(exc: Exception) -> str | None:
+    """One line for a database that cannot serve the command, or None for anything else."""
+    code = sqlstate(exc) or ""
+    if code == "42P01":
+        return "error: the akadze schema is missing: run `akadze db migrate`"
+    if code.startswith(("28", "3D")):
+        # the server answered but refused the URL: a missing database, role or password
+        return f"error: cannot connect to the database ({_reason(exc)}); check the database URL"
+    if is_transient(exc):
+        return f"error: cannot reach the database ({type(exc).__name__}); check the database URL"
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's own message, on one line (SQLAlchemy's wrapper adds lines and links)."""
+    inner: BaseException = exc
+    while (nested := inner.__cause__ or getattr(inner, "orig", None)) is not None and nested is not inner:
+        inner = nested
+    return (str(inner).splitlines() or [type(inner).__name__])[0]
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+# -- the app and the database ------------------------------------------------------------------
+
+AppOption = Annotated[
+    str | None, typer.Option("--app", help="The application as module:attr (or AKADZE_APP).")
+]
+AppArgument = Annotated[
+    str | None, typer.Argument(metavar="[APP]", help="module:attr of the app (or --app, or AKADZE_APP)")
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--database-url", help="PostgreSQL URL (or AKADZE_DATABASE_URL)."),
+]
+#: a second positional where a command takes the app only as --app: refused with a hint
+ExtraArgument = Annotated[str | None, typer.Argument(hidden=True, show_default=False)]
+
+
+def refuse_extra(extra: str | None, command: str) -> None:
+    """Refuse ``akadze jobs show ID APP``: the command's positional is the id, the app goes by option."""
+    if extra is not None:
+        fail(
+            2,
+            f"error: unexpected argument {extra!r}: `akadze {command}` takes the app as "
+            "--app module:attr (or AKADZE_APP)",
+        )
+
+
+def app_for(positional: str | None, option: str | None, command: str) -> Akadze:
+    """The app a command needs (worker, schedules): APP, --app or AKADZE_APP, else exit 2."""
+    path = choose_app_path(positional, option)
+    if not path:
+        fail(2, f"error: name the app: akadze {command} module:attr (or --app, or AKADZE_APP)")
+    return load_app(path)
+
+
+def database(positional: str | None, option: str | None, database_url: str | None) -> Akadze:
+    """An Akadze on the database a command works on.
+
+    Explicit before environment: ``--database-url``, then the app named on the command line,
+    then ``AKADZE_DATABASE_URL``, then ``AKADZE_APP``.
+    """
+    if database_url:
+        return Akadze(database_url=database_url)
+    named = choose_app_path(positional, option) if (positional or option) else None
+    if named:
+        return load_app(named)
+    url = os.environ.get("AKADZE_DATABASE_URL")
+    if url:
+        return Akadze(database_url=url)
+    path = choose_app_path(None, None)
+    if path:
+        return load_app(path)
+    fail(
+        2,
+        "error: no database configured: pass --database-url or set AKADZE_DATABASE_URL "
+        "(or name the app with --app / AKADZE_APP)",
+    )
+
+
+def with_conn(application: Akadze, action: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    """Run ``action(conn)`` in one transaction, then close the app's connections."""
+
+    async def go() -> T:
+        try:
+            async with application.engine.begin() as conn:
+                return await action(conn)
+        finally:
+            await application.dispose()
+
+    return run(go())
+
+
+# -- values ------------------------------------------------------------------------------------
+
+JobIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The job's id.", show_default=False)]
+
+
+def job_id(text: str) -> int:
+    """A job id from the command line: a whole number that PostgreSQL's bigint holds, else exit 2."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        fail(2, f"error: job id {text!r} is not a number: give the job's id, for example 42")
+    if not 1 <= value <= MAX_JOB_ID:
+        fail(2, f"error: job id {text} is out of range: job ids run from 1 to {MAX_JOB_ID}")
+    return value
+
+
+def when(value: Any) -> str:
+    return value.isoformat(timespec="seconds") if value is not None else "-"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns aligned by rich, without borders: one line per row, no trailing spaces, never
+    wrapped or cut to the terminal's width (the output is read by scripts as often as by eyes)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0))
+    for name in header:
+        table.add_column(name, no_wrap=True, overflow="ignore")
+    for row in rows:
+        table.add_row(*row)
+    console = Console(width=10_000, color_system=None, highlight=False, markup=False, emoji=False)
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        if line.strip():
+            typer.echo(line.rstrip())

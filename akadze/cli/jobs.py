@@ -1,0 +1,167 @@
+"""``akadze jobs``: look at jobs, cancel and requeue them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.app import Akadze
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    ExtraArgument,
+    JobIdArgument,
+    UrlOption,
+    database,
+    fail,
+    handled,
+    job_id,
+    print_table,
+    refuse_extra,
+    when,
+    with_conn,
+)
+from akadze.job import Job, JobState
+
+app = typer.Typer(help="Look at and act on jobs.", no_args_is_help=True)
+
+
+@app.command("list")
+@handled
+def list_jobs(
+    app_path: AppArgument = None,
+    state: Annotated[JobState | None, typer.Option(help="Only jobs in this state.")] = None,
+    task: Annotated[str | None, typer.Option(help="Only jobs of this task.")] = None,
+    queue: Annotated[str | None, typer.Option(help="Only jobs of this queue.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000, help="At most this many, newest first.")] = 50,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """List jobs as a table, newest first."""
+    from akadze.db.queries import Queries
+
+    application = database(app_path, app_option, database_url)
+    found: list[Job] = with_conn(
+        application,
+        lambda conn: Queries.list_jobs(conn, state=state, task=task, queue=queue, limit=limit),
+    )
+    header = ("ID", "TASK", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "FINISHED AT")
+    rows = [
+        (
+            str(j.id),
+            j.task,
+            j.queue,
+            j.state.value,
+            f"{j.attempt}/{j.max_attempts}",
+            when(j.run_at),
+            when(j.finished_at),
+        )
+        for j in found
+    ]
+    print_table(header, rows)
+
+
+@app.command("show")
+@handled
+def show(
+    job: JobIdArgument,
+    extra: ExtraArgument = None,
+    args: Annotated[bool, typer.Option("--args", help="Also print the job's arguments.")] = False,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """Show every field of a job (arguments only with --args)."""
+    from akadze.codec import encode_json
+    from akadze.db.queries import Queries
+
+    refuse_extra(extra, "jobs show ID")
+    wanted = job_id(job)
+    application = database(None, app_option, database_url)
+    found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted))
+    if found is None:
+        fail(1, f"job {wanted} does not exist")
+    fields: list[tuple[str, Any]] = [
+        ("id", found.id),
+        ("task", found.task),
+        ("queue", found.queue),
+        ("state", found.state.value),
+        ("priority", found.priority),
+        ("attempt", found.attempt),
+        ("max_attempts", found.max_attempts),
+        ("run", found.run),
+        ("run_at", when(found.run_at)),
+        ("expires_at", when(found.expires_at)),
+        ("cancel_requested", found.cancel_requested),
+        ("worker_id", found.worker_id or "-"),
+        ("args_fp", found.args_fp or "-"),
+        ("created_at", when(found.created_at)),
+        ("started_at", when(found.started_at)),
+        ("finished_at", when(found.finished_at)),
+        ("result", encode_json(found.result) if found.result is not None else "-"),
+        ("args", encode_json(found.args) if args else "(hidden; --args to show)"),
+    ]
+    for name, value in fields:
+        typer.echo(f"{name:<17}{value}")
+    typer.echo(f"{'errors':<17}{len(found.errors)}")
+    for error in found.errors:
+        typer.echo(f"  attempt {error.attempt} at {error.at}: {error.type}: {error.message}")
+
+
+def _hooks(application: Akadze) -> Akadze | None:
+    """The app when it has on_transition hooks to run (an app built from a bare URL has none)."""
+    return application if application.hooks.on_transition else None
+
+
+@app.command("cancel")
+@handled
+def cancel(
+    job: JobIdArgument,
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """Cancel a queued job at once, or ask a running one to stop; exit 1 when it is not active."""
+    from akadze.control import request_cancel
+    from akadze.db.queries import Queries
+
+    refuse_extra(extra, "jobs cancel ID")
+    wanted = job_id(job)
+    application = database(None, app_option, database_url)
+
+    async def act(conn: AsyncConnection) -> tuple[bool, Job | None]:
+        changed = await request_cancel(conn, wanted, app=_hooks(application))
+        return changed, await Queries.get_job(conn, wanted)
+
+    changed, after = with_conn(application, act)
+    if after is None:
+        fail(1, f"job {wanted} does not exist")
+    if not changed:
+        fail(1, "job is not active")
+    if after.state is JobState.CANCELLED:
+        typer.echo(f"job {wanted} cancelled")
+    else:
+        typer.echo(
+            f"cancel requested for job {wanted}: it is running, and ends cancelled unless it finishes first"
+        )
+
+
+@app.command("requeue")
+@handled
+def requeue(
+    job: JobIdArgument,
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """Put a failed job back in the queue; exit 1 when it is not failed."""
+    from akadze.control import requeue as requeue_job
+
+    refuse_extra(extra, "jobs requeue ID")
+    wanted = job_id(job)
+    application = database(None, app_option, database_url)
+    requeued = with_conn(application, lambda conn: requeue_job(conn, wanted, app=_hooks(application)))
+    if requeued is None:
+        fail(1, f"job {wanted} is not failed (or does not exist): only failed jobs can be requeued")
+    typer.echo(f"job {wanted} requeued (attempt {requeued.attempt} of {requeued.max_attempts})")

@@ -1,0 +1,55 @@
+"""``akadze schedules``: the app's schedules, with their last and next fire times."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import typer
+
+from akadze.app import Akadze
+from akadze.cli.common import AppArgument, AppOption, app_for, handled, print_table, run
+from akadze.db.queries import Queries
+from akadze.schedule import Schedule, next_fire_after
+
+app = typer.Typer(help="Periodic schedules.", no_args_is_help=True)
+
+
+@app.command("list")
+@handled
+def list_schedules(app_path: AppArgument = None, app_option: AppOption = None) -> None:
+    """List the schedules: name, task, expression, zone, last and next fire time."""
+    application = app_for(app_path, app_option, "schedules list")
+    schedules = sorted(application.schedules.values(), key=lambda s: s.name)
+    if not schedules:
+        run(application.dispose())
+        typer.echo("the app has no schedules")
+        return
+    now, last = run(_last_runs(application, [s.name for s in schedules]))
+    header = ("NAME", "TASK", "EXPRESSION", "ZONE", "LAST FIRE", "NEXT FIRE")
+    rows = [
+        (
+            s.name,
+            s.task.name,
+            s.expression,
+            s.tz,
+            _local(s, last.get(s.name)),
+            _local(s, next_fire_after(s, now)),
+        )
+        for s in schedules
+    ]
+    print_table(header, rows)
+
+
+async def _last_runs(application: Akadze, names: list[str]) -> tuple[datetime, dict[str, datetime | None]]:
+    try:
+        async with application.engine.connect() as conn:
+            return await Queries.last_schedule_runs(conn, names)
+    finally:
+        await application.dispose()
+
+
+def _local(schedule: Schedule, moment: datetime | None) -> str:
+    """A fire time in the schedule's own zone, with its offset, so it reads like the expression."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(schedule.zone).isoformat(timespec="seconds")

@@ -1,0 +1,90 @@
+"""``akadze worker APP``: run a worker from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Annotated
+
+import typer
+
+from akadze.app import Akadze
+from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
+
+
+@handled
+def worker(
+    app_path: AppArgument = None,
+    app_option: AppOption = None,
+    queue: Annotated[
+        list[str] | None, typer.Option("-q", "--queue", help="A queue to serve (repeatable).")
+    ] = None,
+    slots: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 10,
+    burst: Annotated[bool, typer.Option(help="Exit 0 once no ready job is left.")] = False,
+    shutdown_timeout: Annotated[
+        float, typer.Option(min=0, help="Seconds running jobs get to finish on a graceful stop.")
+    ] = 30.0,
+    poll_interval: Annotated[float, typer.Option(min=0.01, help="Seconds between polls.")] = 1.0,
+    lost_after: Annotated[
+        float,
+        typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost."),
+    ] = 30.0,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run a worker (all queues of the app's tasks when no -q)."""
+    from akadze.worker import Worker
+
+    queues = _queues(queue)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    application = app_for(app_path, app_option, "worker")
+    if queues:
+        _warn_unused(application, queues)
+
+    async def serve() -> int:
+        try:
+            w = Worker(
+                application,
+                queues=queues or None,
+                slots=slots,
+                shutdown_timeout=timedelta(seconds=shutdown_timeout),
+                poll_interval=timedelta(seconds=poll_interval),
+                lost_after=timedelta(seconds=lost_after),
+                heartbeat_interval=timedelta(seconds=min(5.0, lost_after / 4)),
+            )
+            return await w.run(burst=burst)
+        finally:
+            # closing a pooled connection that went silent (half-open) waits for a reply
+            # that never comes: the worker has stopped, so do not wait for good
+            try:
+                await asyncio.wait_for(application.dispose(), timeout=10)
+            except TimeoutError:
+                logging.getLogger("akadze.worker").warning(
+                    "closing the database connections took over 10s; exiting without waiting"
+                )
+
+    try:
+        run(serve())
+    except ValueError as exc:
+        fail(2, f"error: {exc}")
+
+
+def _queues(given: list[str] | None) -> list[str]:
+    """The -q values; an empty or blank name is a usage error, not a queue nobody can enqueue to."""
+    queues = list(given or [])
+    if any(not name.strip() for name in queues):
+        fail(2, "error: -q needs a queue name, got an empty one (omit -q to serve every queue of the app)")
+    return queues
+
+
+def _warn_unused(application: Akadze, queues: list[str]) -> None:
+    """Say which -q queues no task of the app uses: usually a typo. They are still served, since
+    a job can be put in any queue (``using(queue=...)``, or another producer)."""
+    known = set(application.queues())
+    unused = [name for name in queues if name not in known]
+    if unused:
+        typer.echo(
+            f"warning: no task of the app uses queue(s) {', '.join(map(repr, unused))} "
+            f"(the app's tasks use: {', '.join(sorted(known)) or 'none'}); serving them anyway",
+            err=True,
+        )
