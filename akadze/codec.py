@@ -29,6 +29,7 @@ from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
 from akadze.errors import ArgsTooLargeError, ConfigError, ResultNotJson
+from akadze.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
 
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
@@ -48,6 +49,10 @@ _ARGS_CONFIG = ConfigDict(
 
 def _enc_hook(obj: Any) -> Any:
     if isinstance(obj, pydantic.BaseModel):
+        if rekeyed_class(type(obj)):
+            # serialized under other keys than its validation reads (or with computed
+            # fields): written under the validation keys, as generated clients write it
+            return to_wire(obj)
         # pydantic writes the model's JSON itself (in Rust) and msgspec embeds it as it is;
         # a non-finite float becomes null there, which the scan after encoding refuses
         return msgspec.Raw(obj.__pydantic_serializer__.to_json(obj, by_alias=True))
@@ -68,6 +73,9 @@ class ArgsCodec:
     max_bytes: int
     #: whether a value of these types may hold a float (so NaN can hide behind a null)
     may_hold_float: bool = True
+    #: whether a dataclass in them has fields read under other keys than their names
+    #: (msgspec would write the names): see akadze.wirekeys
+    wire_keys: bool = False
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Map a call's positional and keyword arguments to parameter names."""
@@ -89,7 +97,7 @@ class ArgsCodec:
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
         try:
-            payload = _encoder.encode(validated)
+            payload = _encoder.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
         except (TypeError, NotImplementedError) as exc:
             raise TypeError(f"task {self.task_name!r}: {exc}") from None
         except UnicodeEncodeError:
@@ -269,7 +277,8 @@ def build_codec(
     # included; without one, a null in the payload cannot be a NaN and needs no scan
     core = repr(adapter.core_schema)
     may_hold_float = "'float'" in core or "'any'" in core or "'json'" in core
-    return ArgsCodec(task_name, signature, adapter, max_bytes, may_hold_float)
+    wire_keys = "'dataclass-args'" in core and schema_differs(adapter.core_schema, dataclasses_by_name=True)
+    return ArgsCodec(task_name, signature, adapter, max_bytes, may_hold_float, wire_keys)
 
 
 def _identifier(name: str) -> str:
