@@ -16,7 +16,6 @@ from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError
 from akadze.job import Job
-from akadze.hooks import call
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -268,19 +267,10 @@ async def insert_jobs(
     if hooks:
         async with placement.engine.begin() as conn:
             return await _insert(conn, new, payloads, hooks)
-        if placement.engine is None:
-            raise ConfigError("no database: pass session= or configure an engine")
-        if hooks:
-            async with placement.engine.begin() as conn:
-                return await _insert(conn, new, payloads, hooks)
-        raw = placement.raw or RawConnections(placement.engine)
-        async with raw.connection() as conn:
-            # autocommit on the driver connection: one statement, no BEGIN/COMMIT
-            return await _insert(conn, new, payloads, ())
-    except Exception as exc:
-        # a database never migrated: one clear error, not the driver's SQL and chain
-        raise_if_schema_missing(exc)
-        raise
+    raw = placement.raw or RawConnections(placement.engine)
+    async with raw.connection() as conn:
+        # autocommit on the driver connection: one statement, no BEGIN/COMMIT
+        return await _insert(conn, new, payloads, ())
 
 
 async def _insert(
