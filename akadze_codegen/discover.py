@@ -8,11 +8,9 @@ mirror.Walker; every problem is collected, nothing stops at the first.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import keyword
 import pathlib
-import sys
 import traceback
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +18,8 @@ from typing import Any
 import msgspec
 
 from akadze.app import Akadze
+from akadze.app_path import load_app as load_akadze_app
+from akadze.errors import AppLoadError
 from akadze_codegen import signature as ir
 from akadze_codegen.mirror import OVERRIDE_TARGETS, Walker, rename
 from akadze_codegen.naming import attr_name, check_names
@@ -27,48 +27,22 @@ from akadze_codegen.problems import CodegenError, CodegenProblem
 
 
 def load_app(app_path: str) -> Akadze:
-    """Import ``module:attr`` and return the Akadze it names (CodegenError if it cannot)."""
-    module_name, _, attr = app_path.partition(":")
-    if not module_name or not attr:
-        raise CodegenError(
-            [
-                CodegenProblem(
-                    app_path, "not an app path", "give it as module:attribute, e.g. myapp.worker:app"
-                )
-            ]
-        )
+    """The app, loaded by akadze's one loader (akadze.app_path): a path that names nothing
+    loadable is its AppLoadError, one line; an import that raised is a CodegenError with the
+    end of its traceback and how to keep discovery from tripping on it."""
     try:
-        obj: Any = importlib.import_module(module_name)
-    except BaseException as exc:  # an app's import can raise anything, SystemExit included
-        raise CodegenError([_import_problem(module_name, exc)]) from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise CodegenError(
-                [
-                    CodegenProblem(
-                        app_path, f"module {module_name!r} has no attribute {attr!r}", "check the app path"
-                    )
-                ]
-            )
-        obj = getattr(obj, part)
-    if not isinstance(obj, Akadze):
-        raise CodegenError(
-            [
-                CodegenProblem(
-                    app_path,
-                    f"{attr} is a {type(obj).__qualname__}, not an akadze.Akadze",
-                    "point at the Akadze instance your worker runs",
-                )
-            ]
-        )
-    return obj
+        return load_akadze_app(app_path)
+    except AppLoadError as exc:
+        if not exc.raised_by_app or exc.__cause__ is None:
+            raise
+        raise CodegenError([_import_problem(app_path, exc.__cause__)]) from None
 
 
-def _import_problem(module_name: str, exc: BaseException) -> CodegenProblem:
+def _import_problem(app_path: str, exc: BaseException) -> CodegenProblem:
     tail = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(tail[-4:]).rstrip()
     return CodegenProblem(
-        module_name,
+        app_path.partition(":")[0],
         f"importing the app failed:\n{text}",
         "the app's modules must import without side effects (no connection, no required "
         "setting); guard those with akadze.client.is_codegen()",
@@ -187,8 +161,6 @@ def load_overrides(start: pathlib.Path | None = None) -> dict[str, str]:
 
 def extract(app_path: str) -> ir.Manifest:
     """Import the app and build its manifest (in this process; extract.py wraps it)."""
-    if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(pathlib.Path.cwd()))
     overrides = load_overrides()
     app = load_app(app_path)
     return build_manifest(app, app_path, overrides)

@@ -2,8 +2,9 @@
 
 Discovery runs in this separate process, in the worker's environment, with
 ``AKADZE_CODEGEN=1`` and a fixed ``PYTHONHASHSEED``: the generator's own process never imports
-worker code. Output on stdout is one JSON object, ``{"manifest": ...}`` (exit 0) or
-``{"problems": [...]}`` (exit 2); anything the app prints while importing goes to stderr.
+worker code. Output on stdout is one JSON object, ``{"manifest": ...}`` (exit 0),
+``{"problems": [...]}`` or ``{"error": "..."}`` (an app path that names nothing loadable; exit
+2); anything the app prints while importing goes to stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import msgspec
 
+from akadze.app_path import split_app_path
+from akadze.errors import AppLoadError
 from akadze_codegen.problems import CodegenError, CodegenProblem
 from akadze_codegen.signature import Manifest
 
@@ -25,6 +28,8 @@ DEFAULT_TIMEOUT_S = 120.0
 class Result(msgspec.Struct, omit_defaults=True):
     manifest: Manifest | None = None
     problems: list[CodegenProblem] = []
+    #: the app path names nothing loadable (akadze.app_path's one-line message)
+    error: str | None = None
 
 
 def main(argv: list[str]) -> int:
@@ -39,6 +44,8 @@ def main(argv: list[str]) -> int:
         result = Result(manifest=extract(argv[1]))
     except CodegenError as exc:
         result = Result(problems=exc.problems)
+    except AppLoadError as exc:
+        result = Result(error=str(exc))
     finally:
         sys.stdout = stdout
     stdout.buffer.write(msgspec.json.encode(result) + b"\n")
@@ -47,16 +54,9 @@ def main(argv: list[str]) -> int:
 
 
 def run_extract(app_path: str, *, cwd: Path | None = None, timeout_s: float | None = None) -> Manifest:
-    """Run discovery in a subprocess; CodegenError with every problem if it fails."""
-    module, _, attr = app_path.partition(":")
-    if not module or not attr:
-        raise CodegenError(
-            [
-                CodegenProblem(
-                    app_path, "not an app path", "give it as module:attribute, e.g. myapp.worker:app"
-                )
-            ]
-        )
+    """Run discovery in a subprocess; CodegenError with every problem if it fails, AppLoadError
+    when the app path names nothing loadable."""
+    split_app_path(app_path)
     workdir = (cwd or Path.cwd()).resolve()
     env = dict(os.environ)
     env["AKADZE_CODEGEN"] = "1"
@@ -92,6 +92,8 @@ def run_extract(app_path: str, *, cwd: Path | None = None, timeout_s: float | No
         raise CodegenError(
             [CodegenProblem(app_path, f"discovery failed (exit {done.returncode}):\n{tail}")]
         ) from None
+    if result.error is not None:
+        raise AppLoadError(app_path, result.error)
     if result.manifest is None:
         raise CodegenError(result.problems or [CodegenProblem(app_path, "discovery failed")])
     return result.manifest

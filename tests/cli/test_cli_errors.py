@@ -144,3 +144,19 @@ def test_a_real_process_prints_one_line_and_no_traceback(database_url: str) -> N
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("codegen", "no_such_module:app", "--out", "clients"),
+        ("codegen", "generate", "no_such_module:app", "--out", "clients", "--check"),
+        ("codegen", "diff", "no_such_module:app", "--against", "tests/codegen/golden/wire"),
+    ],
+    ids=["codegen", "codegen-check", "codegen-diff"],
+)
+def test_codegen_of_a_missing_module_is_one_line_naming_it(args: tuple[str, ...]) -> None:
+    """Not a traceback, and not the hint about side effects at import: there is no module."""
+    result = run(*args)
+    assert_one_line(result, 2, "cannot import", "'no_such_module'")
+    assert "side effects" not in result.output and "is_codegen" not in result.output

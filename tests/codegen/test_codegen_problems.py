@@ -12,7 +12,7 @@ import pytest
 from pydantic import AliasPath, BaseModel, Field
 
 from akadze import Akadze
-from akadze.errors import ConfigError
+from akadze.errors import AppLoadError, ConfigError
 from akadze_codegen.discover import build_manifest, load_app
 from akadze_codegen.problems import CodegenError
 
@@ -109,10 +109,10 @@ def test_a_decorator_without_wraps_is_refused_when_the_worker_registers_it() -> 
 
 
 def test_an_app_path_that_names_no_akadze_is_an_error() -> None:
-    with pytest.raises(CodegenError) as caught:
-        load_app("akadze.app:normalize_url")
-    assert "is a function, not an akadze.Akadze" in str(caught.value)
-    with pytest.raises(CodegenError, match="has no attribute 'nope'"):
+    with pytest.raises(AppLoadError) as caught:
+        load_app("akadze.db.migrate:LOCK_KEY")
+    assert "is a int, not an Akadze application" in str(caught.value)
+    with pytest.raises(AppLoadError, match="has no attribute 'nope'"):
         load_app("akadze.app:nope")
 
 
