@@ -8,6 +8,7 @@ AkadzeError
 ├── UnknownTaskError (LookupError)      a job names a task this app does not know
 ├── NotInRunError (RuntimeError)        current() outside a run
 ├── LostOwnershipError                  complete_tx() after the job was rescued
+├── MigrationEditedError                an applied migration's shipped file was edited
 ├── ArgsTooLargeError (ValueError)      encoded arguments over the size limit
 ├── ResultNotJson (TypeError)           a task returned a value that is not JSON
 └── DatabaseUnavailableError            the database cannot be reached
@@ -68,6 +69,20 @@ class LostOwnershipError(AkadzeError):
         super().__init__(
             f"job {job_id} is no longer owned by this run (run {run}): "
             "it was rescued by another worker; the writes of this block were rolled back"
+        )
+
+
+class MigrationEditedError(AkadzeError):
+    """A migration the database has applied no longer matches its shipped file: migrating stops."""
+
+    def __init__(self, file_name: str, *, recorded: str, shipped: str) -> None:
+        self.file_name = file_name
+        self.recorded = recorded
+        self.shipped = shipped
+        super().__init__(
+            f"migration {file_name} was applied with checksum {recorded[:12]} but the shipped file "
+            f"has {shipped[:12]}: a shipped migration was edited; restore it and put the change "
+            "in a new migration"
         )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.errors import MigrationEditedError
+
 #: pg_advisory_xact_lock key: "akadze" as an integer
 LOCK_KEY = 0x616B61647A65
 
@@ -33,6 +35,10 @@ class Migration:
     @property
     def checksum(self) -> str:
         return hashlib.sha256(self.sql.encode()).hexdigest()
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.version:04d}_{self.name}.sql"
 
 
 def migrations() -> list[Migration]:
@@ -69,6 +75,9 @@ async def migrate(engine: AsyncEngine) -> list[int]:
 
     Each migration runs in its own transaction under a transaction-scoped advisory lock, so
     processes that migrate at once take turns and the later ones find nothing left to do.
+    An applied migration whose shipped file no longer has the checksum recorded when it was
+    applied stops the run before anything later is applied (MigrationEditedError, naming the
+    file): the database was built by other SQL than the code now describes.
     """
     applied: list[int] = []
     for m in migrations():
@@ -80,6 +89,8 @@ async def migrate(engine: AsyncEngine) -> list[int]:
                 {"v": m.version},
             )
             if done is not None:
+                if done != m.checksum:
+                    raise MigrationEditedError(m.file_name, recorded=done, shipped=m.checksum)
                 continue
             # a script of many statements: the driver's simple protocol, in this transaction
             raw = await conn.get_raw_connection()
