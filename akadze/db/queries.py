@@ -17,6 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.db.prepared import STALE, forget, prepared
 from akadze.db.sql import Statement, statement
+from akadze.db.stats import (
+    JobFilter,
+    JobSummary,
+    LiveWorker,
+    QueueActivity,
+    QueueStats,
+    ScheduleRun,
+    job_summaries_query,
+)
 from akadze.db.tables import jobs
 from akadze.job import Job, JobError, JobState
 from akadze.outcomes import Completion
@@ -345,6 +354,49 @@ class Queries:
         params = {"retention_s": retention_s, "limit": limit, "lock_key": lock_key}
         rows = await _fetch(conn, statement("prune_schedule_runs"), params)
         return int(rows[0]["deleted"]) if rows[0]["locked"] else None
+
+    # -- operating queues (pause) and the operator's views (dashboard, `queues list`) -------------
+
+    @staticmethod
+    async def pause_queue(conn: Connection, queue: str) -> bool:
+        """True when the queue was not paused before."""
+        return bool((await _fetch(conn, statement("pause_queue"), {"queue": queue}))[0]["changed"])
+
+    @staticmethod
+    async def resume_queue(conn: Connection, queue: str) -> bool:
+        """True when the queue was paused before."""
+        return bool((await _fetch(conn, statement("resume_queue"), {"queue": queue}))[0]["changed"])
+
+    @staticmethod
+    async def run_now(conn: Connection, job_id: int) -> bool:
+        """True when a queued job waiting for its run_at became ready."""
+        return bool(await _fetch(conn, statement("run_now"), {"id": job_id}))
+
+    @staticmethod
+    async def queue_stats(conn: Connection, queues: Sequence[str]) -> list[QueueStats]:
+        rows = await _fetch(conn, statement("queue_stats"), {"queues": list(queues)})
+        return [QueueStats.of(row) for row in rows]
+
+    @staticmethod
+    async def queue_activity(conn: Connection, minutes: int) -> dict[str, QueueActivity]:
+        rows = await _fetch(conn, statement("queue_activity"), {"minutes": minutes})
+        return QueueActivity.collect(rows, minutes)
+
+    @staticmethod
+    async def live_workers(conn: Connection, max_ids: int = 100) -> list[LiveWorker]:
+        return [LiveWorker.of(r) for r in await _fetch(conn, statement("live_workers"), {"max_ids": max_ids})]
+
+    @staticmethod
+    async def recent_schedule_runs(conn: Connection, names: Sequence[str], limit: int) -> list[ScheduleRun]:
+        params = {"schedules": list(names), "per_schedule": limit}
+        return [ScheduleRun.of(r) for r in await _fetch(conn, statement("recent_schedule_runs"), params)]
+
+    @staticmethod
+    async def job_summaries(
+        conn: AsyncConnection, where: JobFilter, *, before: int | None = None, limit: int = 50
+    ) -> list[JobSummary]:
+        result = await conn.execute(job_summaries_query(where, before=before, limit=limit))
+        return [JobSummary.of(row) for row in result.mappings()]
 
 
 def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:

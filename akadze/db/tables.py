@@ -60,6 +60,11 @@ Index(
     jobs.c.finished_at,
     postgresql_where=text("state IN ('succeeded', 'failed', 'cancelled')"),
 )
+# the dashboard's keyset listing (one per filter) and its failures of the last hour
+Index("akadze_jobs_state_id_idx", jobs.c.state, jobs.c.id)
+Index("akadze_jobs_task_id_idx", jobs.c.task, jobs.c.id)
+Index("akadze_jobs_queue_id_idx", jobs.c.queue, jobs.c.id)
+Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
 
 workers = Table(
     "akadze_workers",
@@ -93,3 +98,10 @@ schedule_runs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
 )
 Index("akadze_schedule_runs_created_idx", schedule_runs.c.created_at)
+
+queue_pauses = Table(
+    "akadze_queue_pauses",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("paused_at", TIMESTAMP(timezone=True), nullable=False),
+)

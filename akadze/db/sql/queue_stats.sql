@@ -1,0 +1,62 @@
+-- queue_stats: per queue: paused, ready, delayed, running, the oldest ready job's wait in
+-- seconds (database clock) and the live workers serving it. The queues listed are those in
+-- :queues (say, the app's), those with a queued or running job, the paused ones and those a
+-- live worker serves. Queued rows are read from akadze_jobs_claim_idx and running ones from
+-- akadze_jobs_running_idx: finished rows are never visited. Reads only, takes no lock.
+WITH live AS (
+    SELECT w.queues
+    FROM akadze_workers AS w
+    WHERE w.heartbeat_at + make_interval(secs => w.lost_after_s) >= now()
+),
+queued AS (
+    SELECT
+        j.queue,
+        count(*) FILTER (WHERE j.run_at <= now()) AS ready,
+        count(*) FILTER (WHERE j.run_at > now()) AS delayed,
+        extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.run_at <= now())) AS oldest_ready_s
+    FROM akadze_jobs AS j
+    WHERE j.state = 'queued'
+    GROUP BY j.queue
+),
+running AS (
+    SELECT
+        j.queue,
+        count(*) AS running
+    FROM akadze_jobs AS j
+    WHERE j.state = 'running'
+    GROUP BY j.queue
+),
+serving AS (
+    SELECT
+        q.name AS queue,
+        count(*) AS workers
+    FROM live
+    CROSS JOIN LATERAL unnest(live.queues) AS q(name)
+    GROUP BY q.name
+),
+names AS (
+    SELECT n.name
+    FROM unnest(CAST(:queues AS text[])) AS n(name)
+    UNION
+    SELECT queued.queue FROM queued
+    UNION
+    SELECT running.queue FROM running
+    UNION
+    SELECT p.queue FROM akadze_queue_pauses AS p
+    UNION
+    SELECT serving.queue FROM serving
+)
+SELECT
+    names.name,
+    p.queue IS NOT NULL AS paused,
+    coalesce(queued.ready, 0) AS ready,
+    coalesce(queued.delayed, 0) AS delayed,
+    coalesce(running.running, 0) AS running,
+    queued.oldest_ready_s,
+    coalesce(serving.workers, 0) AS workers
+FROM names
+LEFT JOIN akadze_queue_pauses AS p ON p.queue = names.name
+LEFT JOIN queued ON queued.queue = names.name
+LEFT JOIN running ON running.queue = names.name
+LEFT JOIN serving ON serving.queue = names.name
+ORDER BY names.name

@@ -1,0 +1,173 @@
+"""Rows of the read-only operator queries: queue stats, queue activity, live workers,
+schedule runs and job summaries, as typed values (the dashboard reads them; `queues list` and
+`workers list` can too), and the composed job listing. Built from the rows that Queries
+fetches; no IO here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from sqlalchemy import Select, select
+
+from akadze.db.tables import jobs
+from akadze.job import JobState
+
+
+class QueueStats(msgspec.Struct, frozen=True):
+    """One queue now (queue_stats.sql); the field names are `queues list`'s JSON keys."""
+
+    name: str
+    paused: bool
+    #: queued jobs whose run_at has come
+    ready: int
+    #: queued jobs waiting for their run_at (delayed, retried, snoozed)
+    delayed: int
+    running: int
+    #: how long the oldest ready job has waited, in seconds; None when none is ready
+    oldest_ready_s: float | None
+    #: live workers serving the queue
+    workers: int
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> QueueStats:
+        oldest = row["oldest_ready_s"]
+        return cls(
+            name=row["name"],
+            paused=bool(row["paused"]),
+            ready=int(row["ready"]),
+            delayed=int(row["delayed"]),
+            running=int(row["running"]),
+            oldest_ready_s=float(oldest) if oldest is not None else None,
+            workers=int(row["workers"]),
+        )
+
+
+class QueueActivity(msgspec.Struct, frozen=True):
+    """A queue's recent past (queue_activity.sql)."""
+
+    name: str
+    failed_last_hour: int
+    #: jobs finished per minute, index 0 being the current minute
+    finished_per_minute: tuple[int, ...]
+
+    @classmethod
+    def collect(cls, rows: Iterable[Mapping[str, Any]], minutes: int) -> dict[str, QueueActivity]:
+        failed: dict[str, int] = {}
+        finished: dict[str, list[int]] = {}
+        for row in rows:
+            queue, minute, count = row["queue"], row["minute"], int(row["jobs"])
+            if minute is None:
+                failed[queue] = count
+            elif 0 <= minute < minutes:
+                finished.setdefault(queue, [0] * minutes)[minute] += count
+        return {
+            name: cls(name, failed.get(name, 0), tuple(finished.get(name, [0] * minutes)))
+            for name in sorted(failed.keys() | finished.keys())
+        }
+
+
+class LiveWorker(msgspec.Struct, frozen=True):
+    """A live worker (live_workers.sql); `workers list`'s JSON keys are among the fields."""
+
+    id: str
+    name: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    slots: int
+    started_at: datetime
+    heartbeat_at: datetime
+    #: seconds since the last heartbeat, database clock
+    heartbeat_age_s: float
+    #: jobs it runs now
+    running: int
+    #: the ids of the first of them (bounded)
+    running_ids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> LiveWorker:
+        return cls(
+            id=str(row["id"]),
+            name=row["name"],
+            host=row["host"],
+            pid=int(row["pid"]),
+            queues=tuple(row["queues"]),
+            slots=int(row["slots"]),
+            started_at=row["started_at"],
+            heartbeat_at=row["heartbeat_at"],
+            heartbeat_age_s=float(row["heartbeat_age_s"]),
+            running=int(row["running"]),
+            running_ids=tuple(row["running_ids"]),
+        )
+
+
+class ScheduleRun(msgspec.Struct, frozen=True):
+    """A recorded fire time of a schedule (recent_schedule_runs.sql)."""
+
+    schedule: str
+    fire_at: datetime
+    #: the job it enqueued; None before it is recorded
+    job_id: int | None
+    #: that job's state now; None once the job is pruned
+    state: JobState | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> ScheduleRun:
+        state = row["state"]
+        return cls(row["schedule"], row["fire_at"], row["job_id"], JobState(state) if state else None)
+
+
+class JobFilter(msgspec.Struct, frozen=True):
+    """Which jobs a listing (or a bulk action) takes: any of ``states`` (all when empty), and
+    the task and queue when given."""
+
+    states: tuple[JobState, ...] = ()
+    task: str | None = None
+    queue: str | None = None
+
+
+class JobSummary(msgspec.Struct, frozen=True):
+    """A job as a listing shows it: never its arguments, result or errors (they can be large)."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> JobSummary:
+        return cls(
+            **{name: row[name] for name in cls.__struct_fields__ if name != "state"},
+            state=JobState(row["state"]),
+        )
+
+
+def job_summaries_query(where: JobFilter, *, before: int | None, limit: int) -> Select[Any]:
+    """Newest first, after the id ``before`` (keyset: a page costs the same at any depth).
+    Ordered by id alone, so each filter walks one index in its order and stops after a page:
+    the primary key, akadze_jobs_state_id_idx, _task_id_idx or _queue_id_idx."""
+    columns = [jobs.c[name] for name in JobSummary.__struct_fields__]
+    query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
+    if len(where.states) == 1:
+        query = query.where(jobs.c.state == where.states[0].value)
+    elif where.states:
+        query = query.where(jobs.c.state.in_([state.value for state in where.states]))
+    if where.task is not None:
+        query = query.where(jobs.c.task == where.task)
+    if where.queue is not None:
+        query = query.where(jobs.c.queue == where.queue)
+    if before is not None:
+        query = query.where(jobs.c.id < before)
+    return query
