@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import logging
@@ -23,6 +24,7 @@ from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
+from akadze.events import Events, Subscriber
 from akadze.job import Job, JobState
 from akadze.task import EnqueueHook, Task, TaskOptions, check_name
 
@@ -163,6 +165,8 @@ class Akadze:
         self.retention = retention
         self.max_args_bytes = max_args_bytes
         self.hooks = Hooks()
+        #: the subscribers to this process's committed transitions; see subscribe()
+        self.events = Events()
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         #: modules included, in order
@@ -180,8 +184,23 @@ class Akadze:
     def owns_engine(self) -> bool:
         return self._owns_engine
 
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(event)`` after every job transition this process commits.
+
+        A worker publishes claims, run ends, ``complete_tx`` commits, rescues and schedule
+        fires; ``request_cancel``/``requeue`` publish when given ``app=``. ``callback`` is a
+        plain function of one :class:`akadze.events.Event` (never arguments or results), run
+        on a thread of its own, outside every transaction: one that raises is logged and
+        skipped, one that is slow makes later events drop (``app.events.dropped``); neither
+        delays a transition. Returns a function that unsubscribes it.
+
+        Example: ``app.subscribe(lambda event: runs[event.task, event.outcome] += 1)``.
+        """
+        return self.events.subscribe(callback)
+
     async def dispose(self) -> None:
         """Close the engine if the app created it; a borrowed engine is left alone."""
+        await asyncio.to_thread(self.events.close)
         await self.raw_connections.close()
         if self._owns_engine:
             await self._engine.dispose()
@@ -288,20 +307,6 @@ class Akadze:
     def queues(self) -> list[str]:
         """Every queue that a registered task uses by default, sorted."""
         return sorted({task.options.queue for task in self.tasks.values()})
-
-    async def pause_queue(self, name: str) -> bool:
-        """Stop every worker claiming from queue ``name`` (persisted; running jobs finish,
-        enqueue still works). Idempotent; returns True when it was not paused before."""
-        from akadze.queues import pause_queue
-
-        return await pause_queue(self, name)
-
-    async def resume_queue(self, name: str) -> bool:
-        """Let workers claim from queue ``name`` again, waking them at once. Idempotent;
-        returns True when it was paused before."""
-        from akadze.queues import resume_queue
-
-        return await resume_queue(self, name)
 
     # -- jobs ------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from akadze.db.queries import Ended, Queries, Written
 from akadze.errors import LostOwnershipError, NotInRunError
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
-from akadze.outcomes import Completion
+from akadze.outcomes import Completion, Verdict
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -49,7 +49,9 @@ class RunContext:
                 ended = Ended(
                     job.id,
                     job.run,
-                    Completion(JobState.SUCCEEDED, job.attempt, None, cancellable=False),
+                    Completion(
+                        JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
+                    ),
                     result=None,
                 )
                 written = await Queries.complete_batch(conn, [ended])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
+import weakref
 from typing import TYPE_CHECKING
 
+import sqlalchemy.event
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from akadze import hooks
 from akadze.db.queries import Queries
 from akadze.errors import ConfigError
+from akadze.events import Event, Kind
 from akadze.job import Job, JobState
 
 if TYPE_CHECKING:
@@ -33,7 +37,8 @@ async def request_cancel(
     cancelled unless its body returns normally (then it succeeds: its effects happened).
 
     Other states and missing ids change nothing. Returns whether anything changed.
-    Pass ``app`` to run its on_transition hooks for a queued job cancelled here.
+    Pass ``app`` to run its on_transition hooks for a queued job cancelled here, and to
+    publish the transition to its events subscribers once your transaction commits.
     """
     conn = await _connection(connection)
     changed = await Queries.request_cancel(conn, int(job_id))
@@ -41,7 +46,7 @@ async def request_cancel(
         return False
     job, from_state = changed
     if app is not None and job.state is not from_state:
-        await _transition(app, conn, job, from_state)
+        await _transition(app, conn, job, from_state, Kind.CANCELLED)
     return True
 
 
@@ -50,19 +55,50 @@ async def requeue(
 ) -> Job | None:
     """Move a failed job back to queued; attempt, errors and args are kept, and max_attempts
     grows when needed so the job runs at least once more. Returns the job, or None when it
-    was not failed (or does not exist)."""
+    was not failed (or does not exist). With ``app``, its on_transition hooks run here and its
+    events subscribers hear of it once your transaction commits."""
     conn = await _connection(connection)
     changed = await Queries.requeue(conn, int(job_id))
     if changed is None:
         return None
     job, from_state = changed
     if app is not None:
-        await _transition(app, conn, job, from_state)
+        await _transition(app, conn, job, from_state, Kind.REQUEUED)
     return job
 
 
-async def _transition(app: Akadze, conn: AsyncConnection, job: Job, from_state: JobState) -> None:
-    for hook in app.hooks.on_transition:
-        outcome = hook(conn, job, from_state, job.state)
-        if inspect.isawaitable(outcome):
-            await outcome
+async def _transition(app: Akadze, conn: AsyncConnection, job: Job, from_state: JobState, kind: Kind) -> None:
+    await hooks.transition(app.hooks.on_transition, conn, job, from_state)
+    if app.events.active:
+        _publish_on_commit(
+            app, conn, Event(kind, job.id, job.task, job.queue, from_state, job.state, job.attempt, job.run)
+        )
+
+
+def _publish_on_commit(app: Akadze, conn: AsyncConnection, event: Event) -> None:
+    """Publish ``event`` when the caller's transaction commits (as its COMMIT is sent), never
+    when it rolls back; at once on a connection in autocommit."""
+    sync = conn.sync_connection
+    if sync is None or not sync.in_transaction():
+        app.events.publish(event)
+        return
+    pending = _pending.get(sync)
+    if pending is None:
+        pending = _pending[sync] = []
+        sqlalchemy.event.listen(sync, "commit", _committed)
+        sqlalchemy.event.listen(sync, "rollback", _rolled_back)
+    pending.append((app, event))
+
+
+#: per connection, the events its open transaction will publish when it commits
+_pending: weakref.WeakKeyDictionary[Connection, list[tuple[Akadze, Event]]] = weakref.WeakKeyDictionary()
+
+
+def _committed(conn: Connection) -> None:
+    for app, event in _pending.get(conn, ()):
+        app.events.publish(event)
+    _pending[conn] = []
+
+
+def _rolled_back(conn: Connection) -> None:
+    _pending[conn] = []

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from akadze.db.queries import Queries, Written
 from akadze.job import Job, JobState
@@ -15,17 +15,19 @@ if TYPE_CHECKING:
     from akadze.app import TransitionHook
 
 
-async def maybe_await(value: object) -> None:
-    if inspect.isawaitable(value):
-        await value
+async def call(hooks: Sequence[Callable[..., object]], *args: Any) -> None:
+    """Call each hook with ``args`` in order, awaiting those that return an awaitable."""
+    for hook in hooks:
+        value = hook(*args)
+        if inspect.isawaitable(value):
+            await value
 
 
 async def transition(
     hooks: Sequence[TransitionHook], conn: AsyncConnection, job: Job, from_state: JobState
 ) -> None:
     """Run on_transition hooks for one job, in the transaction that changed its state."""
-    for hook in hooks:
-        await maybe_await(hook(conn, job, from_state, job.state))
+    await call(hooks, conn, job, from_state, job.state)
 
 
 async def transitions_written(

@@ -34,14 +34,28 @@ from akadze.job import JobState
 __all__ = [
     "Cancel",
     "Completion",
+    "ErrorType",
     "Fail",
     "Outcome",
     "ResultNotJson",
     "Retry",
     "RunEnd",
     "Snooze",
+    "Verdict",
     "decide",
 ]
+
+
+class ErrorType(enum.StrEnum):
+    """The ``type`` of the error entries akadze writes itself (a task's own errors carry their
+    qualified class name)."""
+
+    RETRY = "akadze.Retry"
+    FAIL = "akadze.Fail"
+    CANCEL = "akadze.Cancel"
+    WORKER_LOST = "akadze.WorkerLost"
+    #: the run's outcome could not be written; the job was failed with this instead
+    OUTCOME_NOT_RECORDED = "akadze.OutcomeNotRecorded"
 
 
 class Outcome(Exception):
@@ -100,6 +114,22 @@ class RunEnd(enum.Enum):
     UNDECODABLE = "undecodable"
 
 
+class Verdict(enum.StrEnum):
+    """How a run ended for its job, in one word: the ``outcome`` of events and metrics."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    #: an attempt was spent and the job waits for its next one
+    RETRIED = "retried"
+    #: Snooze: the job waits without spending an attempt
+    SNOOZED = "snoozed"
+    #: the run's worker was lost and another worker's rescue ended the run
+    LOST = "lost"
+    #: a graceful shutdown put the job back, attempt given back
+    RELEASED = "released"
+
+
 class Completion(msgspec.Struct, frozen=True):
     """The write that ends a run; applied only while ``(id, run)`` still owns the job."""
 
@@ -113,6 +143,8 @@ class Completion(msgspec.Struct, frozen=True):
     error_message: str | None = None
     #: a cancel request or expiry seen at write time turns this into cancelled, attempt refunded
     cancellable: bool = True
+    #: how the run ended, for events; a cancel applied at write time makes it CANCELLED
+    verdict: Verdict = Verdict.RETRIED
 
 
 def _qualified(exc: BaseException) -> str:
@@ -139,30 +171,38 @@ def decide(
         policy: the task's backoff policy (ignored for WORKER_LOST: rescues use the default).
     """
     if end is RunEnd.RETURNED:
-        return Completion(JobState.SUCCEEDED, attempt, None, cancellable=False)
+        return Completion(JobState.SUCCEEDED, attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED)
     if end is RunEnd.SHUTDOWN:
-        return Completion(JobState.QUEUED, max(attempt - 1, 0), 0.0)
+        return Completion(JobState.QUEUED, max(attempt - 1, 0), 0.0, verdict=Verdict.RELEASED)
     if end is RunEnd.UNDECODABLE:
         assert error is not None
-        return Completion(JobState.FAILED, attempt, None, _qualified(error), str(error))
+        return Completion(
+            JobState.FAILED, attempt, None, _qualified(error), str(error), verdict=Verdict.FAILED
+        )
     if end is RunEnd.WORKER_LOST:
         message = str(error) if error else "the worker running this job was lost"
-        return _spend(attempt, max_attempts, default_backoff(attempt, rng), "akadze.WorkerLost", message)
+        lost = _spend(attempt, max_attempts, default_backoff(attempt, rng), ErrorType.WORKER_LOST, message)
+        return msgspec.structs.replace(lost, verdict=Verdict.LOST)
     assert error is not None
     if isinstance(error, Snooze):
-        return Completion(JobState.QUEUED, max(attempt - 1, 0), error.delay.total_seconds())
+        return Completion(
+            JobState.QUEUED, max(attempt - 1, 0), error.delay.total_seconds(), verdict=Verdict.SNOOZED
+        )
     if isinstance(error, Cancel):
         reason = error.reason or None
-        return Completion(JobState.CANCELLED, attempt, None, "akadze.Cancel" if reason else None, reason)
+        error_type = ErrorType.CANCEL if reason else None
+        return Completion(JobState.CANCELLED, attempt, None, error_type, reason, verdict=Verdict.CANCELLED)
     if isinstance(error, Fail):
-        return Completion(JobState.FAILED, attempt, None, "akadze.Fail", error.reason)
+        return Completion(
+            JobState.FAILED, attempt, None, ErrorType.FAIL, error.reason, verdict=Verdict.FAILED
+        )
     if isinstance(error, Retry):
-        return _spend(attempt, max_attempts, error.delay, "akadze.Retry", str(error))
+        return _spend(attempt, max_attempts, error.delay, ErrorType.RETRY, str(error))
     delay = policy_delay(policy, attempt, rng)
     return _spend(attempt, max_attempts, delay, _qualified(error), str(error) or type(error).__name__)
 
 
 def _spend(attempt: int, max_attempts: int, delay: timedelta, error_type: str, message: str) -> Completion:
     if attempt >= max_attempts:
-        return Completion(JobState.FAILED, attempt, None, error_type, message)
+        return Completion(JobState.FAILED, attempt, None, error_type, message, verdict=Verdict.FAILED)
     return Completion(JobState.QUEUED, attempt, delay.total_seconds(), error_type, message)

@@ -15,6 +15,7 @@ from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError
+from akadze.hooks import call
 from akadze.job import Job
 
 if TYPE_CHECKING:
@@ -281,8 +282,5 @@ async def _insert(
     else:
         jobs = await Queries.enqueue_batch(conn, new, payloads)
     for job in jobs:
-        for hook in hooks:
-            outcome = hook(conn, job)
-            if inspect.isawaitable(outcome):
-                await outcome
+        await call(hooks, conn, job)
     return jobs

@@ -20,12 +20,16 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+import msgspec
+
 from akadze import hooks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Ended, Queries, Written
 from akadze.drift import DriftLog
+from akadze.events import Event, Kind
 from akadze.job import Job, JobState
-from akadze.worker.completer import Completer
+from akadze.outcomes import ErrorType, Verdict
+from akadze.worker.completer import Completer, store_result
 from akadze.worker.connection import HeldConnection
 from akadze.worker.executor import RunOutcome, execute
 from akadze.worker.heartbeat import Heartbeat
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("akadze.worker")
 
 _SOON = timedelta(milliseconds=50)
+#: how long a stopping worker waits for the events subscribers to take what it published
+_EVENTS_FLUSH_S = 5.0
 
 #: a maintenance service: runs beside the fetch loop until cancelled
 Service = Callable[["Worker"], Awaitable[None]]
@@ -113,7 +119,10 @@ class Worker:
         self._stopped = asyncio.Event()
         #: stale-producer counts per (task, fingerprint); each pair is logged once
         self.drift_log = DriftLog()
-        self._durations: dict[int, float] = {}
+        #: where this worker publishes the transitions it commits (the app's subscribers)
+        self.events = app.events
+        #: per running job: when its run started (monotonic) and how long it waited for it
+        self._timing: dict[int, tuple[float, float | None]] = {}
         self._claim = HeldConnection(app.engine)
         #: a claim failed on a lost connection: it may have committed, its reply lost
         self._claim_unsure = False
@@ -254,8 +263,7 @@ class Worker:
                 delay = 0.1
                 if len(jobs) == free:
                     self._hint = True
-                for job in jobs:
-                    self._start(job)
+                self._start_all(jobs)
                 if burst and not jobs and not self._running and not self._completer.pending:
                     return
                 if jobs:
@@ -285,7 +293,7 @@ class Worker:
         self._claim_unsure = False
         for job in jobs:
             logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
-            self._start(job)
+        self._start_all(jobs)
         return jobs
 
     async def _claim_with_hooks(self, free: int) -> list[Job]:
@@ -308,36 +316,78 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopped.wait(), seconds)
 
-    def _start(self, job: Job) -> None:
-        if job.state is not JobState.RUNNING:
-            # cancelled or expired before it started: the claim ended it without a run
-            _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, None)
-            return
-        task = asyncio.get_running_loop().create_task(self._run_one(job))
-        self._running[job.id] = task
+    def _start_all(self, jobs: Sequence[Job]) -> None:
+        """Start the runs of jobs a claim committed; publish one event per job."""
+        publish = self.events.active
+        loop = asyncio.get_running_loop()
+        for job in jobs:
+            if job.state is not JobState.RUNNING:
+                # cancelled or expired before it started: the claim ended it without a run
+                if publish:
+                    self.events.publish(self._event(Kind.CANCELLED, job, JobState.QUEUED))
+                continue
+            wait_s = None
+            if publish:
+                if job.started_at is not None:
+                    wait_s = (job.started_at - job.run_at).total_seconds()
+                self.events.publish(self._event(Kind.CLAIMED, job, JobState.QUEUED, wait_s=wait_s))
+            self._timing[job.id] = (time.monotonic(), wait_s)
+            self._running[job.id] = loop.create_task(self._run_one(job))
+
+    def _event(
+        self,
+        kind: Kind,
+        job: Job | Written,
+        from_state: JobState,
+        *,
+        outcome: Verdict | None = None,
+        duration_s: float | None = None,
+        wait_s: float | None = None,
+        error_type: str | None = None,
+    ) -> Event:
+        return Event(
+            kind,
+            job.id,
+            job.task,
+            job.queue,
+            from_state,
+            job.state,
+            job.attempt,
+            job.run,
+            outcome,
+            duration_s,
+            wait_s,
+            error_type,
+            self.id,
+        )
 
     async def _run_one(self, job: Job) -> None:
-        started = time.monotonic()
         try:
             outcome: RunOutcome = await execute(self.app, job, drift_log=self.drift_log)
             if outcome.ended is None and outcome.committed_result is not None:
                 # stored while the run still holds its slot, so a stop or a burst waits for it
-                with contextlib.suppress(Exception):
-                    async with self.app.engine.connect() as conn:
-                        await Queries.set_result(conn, job.id, job.run, outcome.committed_result)
-                        await conn.commit()
+                await store_result(self.app.engine, job, outcome.committed_result, self.lost_after_s)
         finally:
             self._running.pop(job.id, None)
             self.runs += 1
             self._wake.set()
         assert self._completer is not None
         if outcome.ended is not None:
-            self._durations[job.id] = time.monotonic() - started
             self._completer.add(outcome.ended)
-        elif outcome.committed:
-            _log_transition_line(
-                job.id, job.task, job.queue, "succeeded", job.attempt, time.monotonic() - started
+            return
+        started, wait_s = self._timing.pop(job.id, (None, None))
+        if outcome.committed and self.events.active:
+            duration_s = time.monotonic() - started if started is not None else None
+            committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
+            event = self._event(
+                Kind.COMMITTED,
+                committed,
+                JobState.RUNNING,
+                outcome=Verdict.SUCCEEDED,
+                duration_s=duration_s,
+                wait_s=wait_s,
             )
+            self.events.publish(event)
 
     def _written(self, batch: Sequence[Ended], jobs: Sequence[Written]) -> None:
         self._wake.set()  # slots held by unwritten outcomes may be free again
@@ -345,19 +395,39 @@ class Worker:
             applied = {job.id for job in jobs}
             for ended in batch:
                 if ended.job_id not in applied:
-                    self._durations.pop(ended.job_id, None)
+                    self._timing.pop(ended.job_id, None)
                     logger.warning(
                         "job_id=%d run=%d outcome dropped: this run no longer owns the job "
                         "(it was rescued after this worker was declared lost)",
                         ended.job_id,
                         ended.run,
                     )
+        publish = self.events.active
+        decided = {ended.job_id: ended.completion for ended in batch} if publish else {}
+        now = time.monotonic()
+        soon: datetime | None = None
         for job in jobs:
-            duration = self._durations.pop(job.id, None)
-            _log_transition_line(job.id, job.task, job.queue, job.state.value, job.attempt, duration)
-            if job.state is JobState.QUEUED and job.run_at <= datetime.now(UTC) + _SOON:
-                # a retry or snooze due about now: no NOTIFY announces it
-                self.wake()
+            started, wait_s = self._timing.pop(job.id, (None, None))
+            if publish:
+                completion = decided[job.id]
+                verdict = completion.verdict
+                if job.state is JobState.CANCELLED and verdict is not Verdict.LOST:
+                    verdict = Verdict.CANCELLED  # a cancel request or expiry applied at write time
+                event = self._event(
+                    Kind.ENDED,
+                    job,
+                    JobState.RUNNING,
+                    outcome=verdict,
+                    duration_s=now - started if started is not None else None,
+                    wait_s=wait_s,
+                    error_type=completion.error_type,
+                )
+                self.events.publish(event)
+            if job.state is JobState.QUEUED:
+                soon = soon or datetime.now(UTC) + _SOON
+                if job.run_at <= soon:
+                    # a retry or snooze due about now: no NOTIFY announces it
+                    self.wake()
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
@@ -391,6 +461,10 @@ class Worker:
         await asyncio.gather(*background, return_exceptions=True)
         if self._heartbeat is not None:
             await asyncio.to_thread(self._heartbeat.stop)
+        if not await asyncio.to_thread(self.events.flush, _EVENTS_FLUSH_S):
+            logger.warning(
+                "events not delivered within %.0fs of the stop: a subscriber is stuck", _EVENTS_FLUSH_S
+            )
         try:
             async with asyncio.timeout(self.lost_after_s):
                 await Queries.unregister_worker(await self._claim.raw(), self.id)
@@ -444,9 +518,20 @@ async def _rescue_service(worker: Worker) -> None:
     while True:
         try:
             async with asyncio.timeout(worker.lost_after_s):
-                await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
+                rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
         except Exception as exc:
             logger.warning("rescue pass failed (%s)", type(exc).__name__)
+        else:
+            if rescued and worker.events.active:
+                for job in rescued:
+                    event = worker._event(
+                        Kind.RESCUED,
+                        job,
+                        JobState.RUNNING,
+                        outcome=Verdict.LOST,
+                        error_type=ErrorType.WORKER_LOST,
+                    )
+                    worker.events.publish(event)
         await asyncio.sleep(worker.rescue_interval_s)
 
 
@@ -455,21 +540,6 @@ _rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is alway
 
 #: services added by other parts of akadze (schedules, pruning)
 extra_services: list[Service] = []
-
-
-def _log_transition_line(
-    job_id: int, task: str, queue: str, state: str, attempt: int, duration: float | None
-) -> None:
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(
-            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
-            job_id,
-            task,
-            queue,
-            state,
-            attempt,
-            f"{duration * 1000:.1f}" if duration is not None else "-",
-        )
 
 
 from akadze.worker import pruner, scheduler  # noqa: E402 (registered once extra_services exists)

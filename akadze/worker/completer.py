@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
 from akadze.db.queries import Ended, Queries, Written
 from akadze.hooks import transitions_written
-from akadze.job import JobState
-from akadze.outcomes import Completion
+from akadze.job import Job, JobState
+from akadze.outcomes import Completion, ErrorType, Verdict
 from akadze.worker.connection import HeldConnection
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from akadze.app import TransitionHook
 
 logger = logging.getLogger("akadze.worker")
@@ -145,14 +148,45 @@ class Completer:
         return written
 
 
+async def store_result(engine: AsyncEngine, job: Job, result: str, give_up_after_s: float) -> bool:
+    """Store the body's return value after ``complete_tx()`` committed its job.
+
+    The job is succeeded whatever happens here; only the result can be lost. As for outcomes,
+    a transient error is tried again on a new connection (for up to ``give_up_after_s``); any
+    other failure, or giving up, is logged without the value and the job keeps no result.
+    Returns whether the result was stored.
+    """
+    delay = 0.05
+    deadline = time.monotonic() + give_up_after_s
+    while True:
+        try:
+            async with asyncio.timeout(give_up_after_s), engine.connect() as conn:
+                await Queries.set_result(conn, job.id, job.run, result)
+                await conn.commit()
+            return True
+        except Exception as exc:
+            if is_transient(exc) and time.monotonic() + delay < deadline:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            logger.error(
+                "job_id=%d: the result could not be stored after complete_tx committed (%s); "
+                "the job stays succeeded without a result",
+                job.id,
+                type(exc).__qualname__,
+            )
+            return False
+
+
 def _unrecordable(ended: Ended, exc: Exception) -> Ended:
     c = ended.completion
     failed = Completion(
         JobState.FAILED,
         c.attempt,
         None,
-        "akadze.OutcomeNotRecorded",
+        ErrorType.OUTCOME_NOT_RECORDED,
         f"the outcome could not be recorded: {type(exc).__name__}",
         cancellable=True,
+        verdict=Verdict.FAILED,
     )
     return Ended(ended.job_id, ended.run, failed, None)

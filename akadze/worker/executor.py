@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pydantic
 
+from akadze import hooks
 from akadze.codec import encode_result
 from akadze.context import RunContext, enter, leave
 from akadze.db.queries import Ended
@@ -69,11 +69,6 @@ def decode_args(task: Task[Any, Any], job: Job, drift_log: DriftLog) -> dict[str
         assert error is not None
         raise ValueError(f"invalid arguments for task {task.name!r}: {describe(error)[1]}")
     return kwargs
-
-
-async def _maybe_await(value: object) -> None:
-    if inspect.isawaitable(value):
-        await value
 
 
 def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> asyncio.Future[Any]:
@@ -133,8 +128,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     value: Any = None
     error: BaseException | None = None
     try:
-        for hook in app.hooks.before_run:
-            await _maybe_await(hook(job))
+        await hooks.call(app.hooks.before_run, job)
         timeout = task.options.timeout.total_seconds() if task.options.timeout else None
         if timeout is None:
             value = await _body(app, task, job, kwargs)
@@ -186,8 +180,7 @@ async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, A
         value = await task.fn(**kwargs)
     else:
         value = await _in_thread(task.fn, kwargs, f"akadze-job-{job.id}")
-    for hook in app.hooks.after_run:
-        await _maybe_await(hook(job))
+    await hooks.call(app.hooks.after_run, job)
     return value
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 from akadze.errors import ConfigError
+from akadze.events import Event, Kind
 from akadze.job import Job
 from akadze.schedule import Schedule, due_fire_times, fire_times, next_fire_after
 
@@ -184,6 +185,10 @@ async def _fire(app: Akadze, schedule: Schedule, fire_at: datetime, grace_s: flo
             return None
         job = await schedule.task.using(session=conn).enqueue(**schedule.args)
         await Queries.set_schedule_run_job(conn, schedule.name, fire_at, job.id)
+    if app.events.active:
+        app.events.publish(
+            Event(Kind.FIRED, job.id, job.task, job.queue, None, job.state, job.attempt, job.run)
+        )
     logger.info(
         "schedule=%s fire_at=%s job_id=%d task=%s enqueued",
         schedule.name,
