@@ -308,6 +308,20 @@ class Akadze:
         """Every queue that a registered task uses by default, sorted."""
         return sorted({task.options.queue for task in self.tasks.values()})
 
+    async def pause_queue(self, name: str) -> bool:
+        """Stop every worker claiming from queue ``name`` (persisted; running jobs finish,
+        enqueue still works). Idempotent; returns True when it was not paused before."""
+        from akadze.queues import pause_queue
+
+        return await pause_queue(self, name)
+
+    async def resume_queue(self, name: str) -> bool:
+        """Let workers claim from queue ``name`` again, waking them at once. Idempotent;
+        returns True when it was paused before."""
+        from akadze.queues import resume_queue
+
+        return await resume_queue(self, name)
+
     # -- jobs ------------------------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> Job | None:
