@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from akadze.errors import AkadzeError
 from akadze_codegen.problems import CodegenError, render_problems
 
 if TYPE_CHECKING:
@@ -193,8 +192,14 @@ def run_codegen(app_path: str | None, out: Path, check: bool, from_manifest: Pat
     except CodegenError as exc:
         print(render_problems(exc.problems), file=sys.stderr)
         return 2
-    except AkadzeError as exc:  # the app path names nothing loadable: one line
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        # akadze (and with it pydantic) is imported only when an app is: rendering from a
+        # manifest must not import it, so the class is looked up once one was raised
+        from akadze.errors import AppLoadError
+
+        if not isinstance(exc, AppLoadError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)  # the app path names nothing loadable
         return 2
     if written:
         print(f"akadze codegen: wrote {len(written)} file(s) to {out}")
