@@ -159,7 +159,13 @@ async def test_a_crash_inside_complete_tx_leaves_no_half_written_state(
     victim.signal(signal.SIGKILL)
     await victim.exit_code()
     assert await fetchval(database_url, "SELECT count(*) FROM ledger") == 0
-    await wait_until(lambda: all_in(app, [job.id], JobState.SUCCEEDED), timeout=30)
+
+    async def stored() -> bool:
+        # complete_tx commits the state; the body's return value is written just after it
+        [job_now] = await jobs(app, [job.id])
+        return job_now.state is JobState.SUCCEEDED and job_now.result is not None
+
+    await wait_until(stored, timeout=30)
     [after] = await jobs(app, [job.id])
     assert (after.attempt, after.run, after.result) == (2, 2, rescuer.pid)
     rows = await fetch(database_url, "SELECT job_id, run, pid FROM ledger")
