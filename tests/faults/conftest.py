@@ -34,22 +34,35 @@ def own_server() -> Iterator[OwnServer]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-#: worker logs of the last run of each test (pytest's tmp_path is rotated away too soon)
-LOGS = Path(tempfile.gettempdir()) / "akadze-faults"
+#: this run's folder of worker logs, kept after the run (pytest's tmp_path is rotated away too
+#: soon); a folder of its own, so that a run by another user or a second run at the same time
+#: never meets it; its path is printed at the end of the run
+_run_logs: list[Path] = []
+
+
+@pytest.fixture(scope="session")
+def fault_logs() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="akadze-fault-logs-"))
+    _run_logs.append(folder)
+    return folder
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for folder in _run_logs:
+        terminalreporter.write_line(f"fault scenario logs of this run: {folder}/<test>")
 
 
 @pytest.fixture
-def scenario_folder(request: pytest.FixtureRequest) -> Path:
-    folder = LOGS / request.node.name[:120]
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+def scenario_folder(request: pytest.FixtureRequest, fault_logs: Path) -> Path:
+    folder = fault_logs / request.node.name[:120]
+    folder.mkdir()
     return folder
 
 
 @pytest.fixture
 async def fault_env(own_server: OwnServer, scenario_folder: Path) -> AsyncIterator[Env]:
     """A fresh database with akadze's schema and the ledger, on the scenarios' own server;
-    logs go to /tmp/akadze-faults/<test name>."""
+    logs go to this run's folder (printed at the end), one folder per test."""
     name = f"faults_{os.getpid()}_{next(_names)}"
     env = await own_env(own_server, name, scenario_folder)
     yield env
