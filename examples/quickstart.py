@@ -46,7 +46,12 @@ async def main() -> None:
     runs = await drain(app)
     print(f"ran {runs} runs; outbox: {mail.OUTBOX}")
     async with app.engine.connect() as conn:
-        rows = await conn.execute(text("SELECT id, task, state, attempt FROM akadze_jobs ORDER BY id"))
+        # this run's jobs: the three above and the follow-up the report enqueued (an earlier
+        # run's jobs are still in the table, finished)
+        rows = await conn.execute(
+            text("SELECT id, task, state, attempt FROM akadze_jobs WHERE id >= :first ORDER BY id"),
+            {"first": welcome.id},
+        )
         for row in rows:
             print(f"  job {row.id:>3}  {row.task:<15} {row.state:<10} attempt {row.attempt}")
     await app.dispose()

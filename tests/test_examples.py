@@ -43,3 +43,29 @@ async def test_quickstart_runs_every_job_and_chains_the_report_with_complete_tx(
     assert rows[0]["attempt"] == 2
     assert report["title"] == "Q3"
     assert str(report["total"]) == "1234.50"
+
+
+def test_quickstart_run_twice_shows_only_the_second_runs_jobs(database_url: str) -> None:
+    env = {**os.environ, "AKADZE_DATABASE_URL": database_url, "PYTHONPATH": str(ROOT)}
+
+    def run() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "examples.quickstart"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    run()
+    second = run()
+    enqueued = next(line for line in second if line.startswith("enqueued jobs "))
+    first_id = int(enqueued.removeprefix("enqueued jobs ").split(",")[0])
+    listed = [line.split() for line in second if line.startswith("  job ")]
+    # the three jobs enqueued and the report's follow-up, all of this run
+    assert [row[2] for row in listed] == ["mail.send", "mail.send", "reports.build", "reports.notify"]
+    assert all(int(row[1]) >= first_id for row in listed)
