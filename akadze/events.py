@@ -31,6 +31,8 @@ transition_logger = logging.getLogger("akadze.worker")
 
 #: events waiting for the subscribers; past this, new events are dropped and counted
 MAX_QUEUED = 10_000
+#: how long the events thread lets events gather after a wake-up (the delivery latency)
+GATHER_S = 0.01
 #: a subscriber that keeps raising, or drops that keep happening, are logged this often
 LOG_EVERY_S = 60.0
 
@@ -195,6 +197,10 @@ class Events:
         queue = self._queue
         while True:
             self._ready.wait()
+            if not self._closing:
+                # let a batch gather: one wake-up of this thread per batch, not per event,
+                # keeps it from taking the interpreter lock from the event loop at every job
+                time.sleep(GATHER_S)
             self._ready.clear()
             while queue:
                 delivered = 0
