@@ -33,9 +33,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from akadze.app import create_engine
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.db.queries import NewJobs
-from akadze.errors import ArgsTooLargeError, ConfigError
+from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError
 from akadze.guard import Guard, InvalidArgsError
 from akadze.job import Job
+from akadze.stored import MAX_JSON_DEPTH, check_depth
 from akadze.task import Placement, Session, insert_jobs
 
 __all__ = ["InvalidArgsError", "Job", "RemoteTask", "configure", "dispose", "is_codegen"]
@@ -207,9 +208,13 @@ class RemoteTask(Generic[A]):
 
     def _encode(self, arguments: Mapping[str, Any]) -> str:
         _check_keys(self.name, arguments, self._required, self._known)
-        payload = _encoder.encode(arguments)
+        try:
+            payload = _encoder.encode(arguments)
+        except RecursionError:
+            raise ArgsTooDeepError(self.name, MAX_JSON_DEPTH) from None
         if len(payload) > _database.max_args_bytes:
             raise ArgsTooLargeError(self.name, len(payload), _database.max_args_bytes)
+        check_depth(self.name, payload)
         if b"\\u0000" in payload:
             raise ValueError(
                 f"task {self.name!r}: an argument contains a NUL character, "

@@ -28,7 +28,8 @@ import pydantic_core
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
-from akadze.errors import ArgsTooLargeError, ConfigError, ResultNotJson
+from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, ResultNotJson
+from akadze.stored import MAX_JSON_DEPTH, check_depth
 from akadze.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
 
 #: encoded arguments larger than this are refused at enqueue
@@ -93,6 +94,8 @@ class ArgsCodec:
             validated = self.adapter.validate_python(dict(kwargs))
         except pydantic.ValidationError as exc:
             raise _without_input(exc) from None
+        except RecursionError:
+            raise ArgsTooDeepError(self.task_name, MAX_JSON_DEPTH) from None
         return self.encode_validated(validated)
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
@@ -100,6 +103,8 @@ class ArgsCodec:
             payload = _encoder.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
         except (TypeError, NotImplementedError) as exc:
             raise TypeError(f"task {self.task_name!r}: {exc}") from None
+        except RecursionError:
+            raise ArgsTooDeepError(self.task_name, MAX_JSON_DEPTH) from None
         except UnicodeEncodeError:
             # msgspec's own error names only a position; the value (kept on the exception)
             # must not travel further
@@ -109,6 +114,7 @@ class ArgsCodec:
             ) from None
         if len(payload) > self.max_bytes:
             raise ArgsTooLargeError(self.task_name, len(payload), self.max_bytes)
+        check_depth(self.task_name, payload)
         if b"\\u0000" in payload:
             raise ValueError(
                 f"task {self.task_name!r}: an argument contains a NUL character, "
@@ -346,14 +352,15 @@ def _canonical(node: Any, defs: Mapping[str, Any], stack: tuple[str, ...]) -> An
 
 
 def encode_result(value: Any) -> str | None:
-    """Encode a task's return value; anything but plain JSON raises ResultNotJson."""
+    """Encode a task's return value; anything but plain JSON (nested at most MAX_JSON_DEPTH
+    levels) raises ResultNotJson."""
     if value is None:
         return None
-    _check_json(value, "$")
+    _check_json(value, "$", 0)
     return _encoder.encode(value).decode()
 
 
-def _check_json(value: Any, path: str) -> None:
+def _check_json(value: Any, path: str, depth: int) -> None:
     kind = type(value)
     if kind is str or kind is bool or kind is int or value is None:
         return
@@ -361,15 +368,18 @@ def _check_json(value: Any, path: str) -> None:
         if not math.isfinite(value):
             raise ResultNotJson("non-finite float", path)
         return
+    if kind is list or kind is tuple or kind is dict:
+        if depth >= MAX_JSON_DEPTH:
+            raise ResultNotJson(f"value nested deeper than {MAX_JSON_DEPTH} levels", path)
     if kind is list or kind is tuple:
         for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]")
+            _check_json(item, f"{path}[{index}]", depth + 1)
         return
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise ResultNotJson(f"{type(key).__qualname__} key", path)
-            _check_json(item, f"{path}.{key}")
+            _check_json(item, f"{path}.{key}", depth + 1)
         return
     raise ResultNotJson(kind.__qualname__, path)
 

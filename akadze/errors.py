@@ -10,6 +10,8 @@ AkadzeError
 ├── LostOwnershipError                  complete_tx() after the job was rescued
 ├── MigrationEditedError                an applied migration's shipped file was edited
 ├── ArgsTooLargeError (ValueError)      encoded arguments over the size limit
+├── ArgsTooDeepError (ValueError)       arguments nested deeper than the worker decodes
+├── UndecodableJobError                 a stored job whose arguments cannot be decoded
 ├── ResultNotJson (TypeError)           a task returned a value that is not JSON
 └── DatabaseUnavailableError            the database cannot be reached
 """
@@ -95,6 +97,26 @@ class ArgsTooLargeError(AkadzeError, ValueError):
             f"arguments of task {task_name!r} encode to {size} bytes, over the limit of {limit}; "
             "store large payloads elsewhere and pass a reference"
         )
+
+
+class ArgsTooDeepError(AkadzeError, ValueError):
+    def __init__(self, task_name: str, limit: int) -> None:
+        self.task_name = task_name
+        self.limit = limit
+        super().__init__(
+            f"arguments of task {task_name!r} nest deeper than the limit of {limit} levels, "
+            "which a worker could not decode; flatten them or store them elsewhere"
+        )
+
+
+class UndecodableJobError(AkadzeError):
+    """A claimed job whose stored arguments cannot be decoded (a row from another producer):
+    it ends failed without running. The message names the job and the reason, not the value."""
+
+    def __init__(self, job_id: int, reason: str) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        super().__init__(f"job {job_id} cannot run: {reason}")
 
 
 class ResultNotJson(AkadzeError, TypeError):

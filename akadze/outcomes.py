@@ -12,6 +12,8 @@
 | raise Cancel()                            | -             | cancelled now                          |
 | worker lost, rescued by another           | yes           | retried after the default backoff      |
 | graceful worker shutdown                  | no            | back to queued                         |
+| arguments undecodable (UNDECODABLE): too  | yes           | failed now, without running            |
+| deep, not an object, another schema       |               | (UndecodableJobError / ArgsSchema...)  |
 
 "Retried" means failed instead when the attempt budget is spent. The attempt is counted at
 claim, so "not spent" gives it back. When a cancel was requested, or the job expired, while

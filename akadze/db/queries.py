@@ -27,8 +27,9 @@ from akadze.db.stats import (
     job_summaries_query,
 )
 from akadze.db.tables import jobs
-from akadze.job import Job, JobError, JobState
+from akadze.job import Job, JobState
 from akadze.outcomes import Completion
+from akadze.stored import row_to_job
 
 #: a job keeps at most this many error entries, the newest
 MAX_ERRORS = 20
@@ -56,34 +57,6 @@ async def _fetch(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -
 
 async def _execute(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> None:
     await _fetch(conn, stmt, params)
-
-
-def row_to_job(row: Mapping[str, Any]) -> Job:
-    # JSON columns arrive decoded: SQLAlchemy's asyncpg dialect installs the codec on every
-    # connection of its pool (the raw driver connection included)
-    errors = row["errors"] or []
-    worker_id = row["worker_id"]
-    return Job(
-        id=row["id"],
-        task=row["task"],
-        queue=row["queue"],
-        state=JobState(row["state"]),
-        priority=row["priority"],
-        args=row["args"],
-        attempt=row["attempt"],
-        max_attempts=row["max_attempts"],
-        run=row["run"],
-        run_at=row["run_at"],
-        expires_at=row["expires_at"],
-        cancel_requested=row["cancel_requested"],
-        errors=tuple(JobError(e["attempt"], e["at"], e["type"], e["message"]) for e in errors),
-        result=row["result"],
-        worker_id=str(worker_id) if worker_id is not None else None,
-        args_fp=row["args_fp"],
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-    )
 
 
 def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
@@ -134,6 +107,18 @@ class NewJobs(msgspec.Struct, frozen=True):
     run_at: datetime | None
     delay_s: float
     expires_at: datetime | None
+
+
+class Orphan(msgspec.Struct, frozen=True):
+    """A running job whose worker is gone, as the rescue reads it: never its arguments or result."""
+
+    id: int
+    task: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    run: int
+    worker_id: str | None
 
 
 class LiveTask(msgspec.Struct, frozen=True):
@@ -187,7 +172,7 @@ class Queries:
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
         rows = await _fetch(conn, statement("claim"), params)
-        return [row_to_job(row) for row in rows]
+        return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Written]:
@@ -215,7 +200,7 @@ class Queries:
     @staticmethod
     async def get_jobs(conn: Connection, ids: Sequence[int]) -> list[Job]:
         rows = await _fetch(conn, statement("get_jobs"), {"ids": list(ids)})
-        return [row_to_job(row) for row in rows]
+        return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
     async def set_result(conn: Connection, job_id: int, run: int, result: str) -> None:
@@ -289,15 +274,26 @@ class Queries:
         return [str(row["id"]) for row in rows]
 
     @staticmethod
-    async def find_orphans(conn: Connection, limit: int) -> list[Job]:
+    async def find_orphans(conn: Connection, limit: int) -> list[Orphan]:
         rows = await _fetch(conn, statement("find_orphans"), {"limit": limit})
-        return [row_to_job(row) for row in rows]
+        return [
+            Orphan(
+                r["id"],
+                r["task"],
+                r["queue"],
+                r["attempt"],
+                r["max_attempts"],
+                r["run"],
+                str(r["worker_id"]) if r["worker_id"] is not None else None,
+            )
+            for r in rows
+        ]
 
     @staticmethod
     async def find_claimed(conn: Connection, worker_id: str, known: Sequence[int]) -> list[Job]:
         """Running jobs of ``worker_id`` other than ``known``: claimed by a claim whose reply was lost."""
         rows = await _fetch(conn, statement("find_claimed"), {"worker_id": worker_id, "known": list(known)})
-        return [row_to_job(row) for row in rows]
+        return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
     async def list_jobs(

@@ -20,9 +20,10 @@ from akadze.codec import encode_result
 from akadze.context import RunContext, enter, leave
 from akadze.db.queries import Ended
 from akadze.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
-from akadze.errors import UnknownTaskError
+from akadze.errors import UndecodableJobError, UnknownTaskError
 from akadze.job import Job
 from akadze.outcomes import RunEnd, decide
+from akadze.stored import UnreadableArgs
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -109,6 +110,12 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
     outcome: back to queued, attempt given back.
     """
+    if isinstance(job.args, UnreadableArgs):
+        undecodable = UndecodableJobError(job.id, job.args.reason)
+        completion = decide(
+            RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=undecodable
+        )
+        return RunOutcome(Ended(job.id, job.run, completion, None))
     task = app.tasks.get(job.task)
     if task is None:
         unknown = UnknownTaskError(job.task)

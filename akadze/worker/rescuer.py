@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from akadze.db.queries import Ended, Queries, Written
+from akadze.db.queries import Ended, Orphan, Queries, Written
 from akadze.hooks import transitions_written
-from akadze.job import Job, JobState
+from akadze.job import JobState
 from akadze.outcomes import RunEnd, decide
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ async def rescue_lost(
     """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
 
     Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
+    Arguments and results are never read: no row's content can fail a pass.
     """
     async with engine.begin() as conn:
         lost = await Queries.forget_lost_workers(conn)
@@ -67,9 +68,9 @@ class WorkerLost(Exception):
     pass
 
 
-def _lost(job: Job) -> WorkerLost:
+def _lost(job: Orphan) -> WorkerLost:
     return WorkerLost(f"worker {job.worker_id} running this job was lost; rescued")
 
 
-def _worker_of(orphans: list[Job], job_id: int) -> str | None:
+def _worker_of(orphans: list[Orphan], job_id: int) -> str | None:
     return next((job.worker_id for job in orphans if job.id == job_id), None)

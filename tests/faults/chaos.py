@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import pgbouncer, scenarios
+from . import hostile_rows, pgbouncer, scenarios
 from .checker import Figures, markdown_table
 from .pgserver import OwnServer
 
@@ -65,6 +65,7 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
     "schedule": (lambda env, d, seed: scenarios.schedule_chaos(env, workers=10, seconds=d, seed=seed), False),
     "poison": (lambda env, d, seed: scenarios.poison(env, normal=1000), False),
     "hostile": (lambda env, d, seed: scenarios.hostile_input(env), False),
+    "hostile-rows": (lambda env, d, seed: hostile_rows.hostile_rows(env, normal=1000), False),
     "pool": (lambda env, d, seed: scenarios.small_pool(env, jobs=2000, slots=64, pool_size=1), False),
     "canary": (lambda env, d, seed: scenarios.canary_logs(env), False),
 }

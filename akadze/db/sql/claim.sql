@@ -3,6 +3,9 @@
 -- index's own order, so statistics cannot flip the plan); SKIP LOCKED, so claimers never wait.
 -- A job cancelled or expired before it starts ends cancelled here without running.
 -- The run counter grows at every claim and fences every later write of this run.
+-- The JSON columns come back as text, decoded per job by the worker: a row that cannot be
+-- decoded (too deep, not an object) fails alone instead of the whole claim's reply. The result
+-- is not sent: a job about to run has none it needs.
 WITH picked AS (
     SELECT p.id
     FROM unnest(CAST(:queues AS text[])) AS q(name)
@@ -29,4 +32,23 @@ SET
     finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.*
+RETURNING
+    j.id,
+    j.task,
+    j.queue,
+    j.state,
+    j.priority,
+    CAST(j.args AS text) AS args,
+    j.attempt,
+    j.max_attempts,
+    j.run,
+    j.run_at,
+    j.expires_at,
+    j.cancel_requested,
+    CAST(j.errors AS text) AS errors,
+    NULL AS result,
+    j.worker_id,
+    j.args_fp,
+    j.created_at,
+    j.started_at,
+    j.finished_at

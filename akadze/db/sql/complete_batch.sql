@@ -25,12 +25,18 @@ SET
         ELSE now()
     END,
     result = c.result,
+    -- errors that are not an array (a row written by another producer) are replaced: such a
+    -- row must not fail the batch of outcomes it is written with
     errors = CASE
         WHEN c.error IS NULL THEN j.errors
         ELSE (
             SELECT COALESCE(jsonb_agg(e.value ORDER BY e.n), '[]')
-            FROM jsonb_array_elements(j.errors || jsonb_build_array(c.error || jsonb_build_object('at', now()))) WITH ORDINALITY AS e(value, n)
-            WHERE e.n > jsonb_array_length(j.errors) + 1 - :max_errors
+            FROM jsonb_array_elements(
+                CASE WHEN jsonb_typeof(j.errors) = 'array' THEN j.errors ELSE '[]' END
+                || jsonb_build_array(c.error || jsonb_build_object('at', now()))
+            ) WITH ORDINALITY AS e(value, n)
+            WHERE e.n > (CASE WHEN jsonb_typeof(j.errors) = 'array' THEN jsonb_array_length(j.errors) ELSE 0 END)
+                + 1 - :max_errors
         )
     END,
     worker_id = NULL

@@ -1,0 +1,167 @@
+"""JSON as the jobs table stores it, read back without trusting it.
+
+A row may come from a producer in another language, or be edited by hand: arguments nested
+deeper than any decoder here can follow, a JSON value other than an object, errors that are
+not akadze's entries. Every job is decoded on its own, so one such row never fails the rows
+read with it (a claim's batch, a rescue pass, a completion's hooks).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from akadze.errors import ArgsTooDeepError
+from akadze.job import Job, JobError, JobState
+
+logger = logging.getLogger("akadze.db")
+
+#: arguments and results may nest at most this many levels (``{}`` is one, ``{"a": []}`` two).
+#: The worker validates arguments with pydantic's JSON parser, which refuses documents deeper
+#: than about 200 levels, and Python's decoders stop near 1,000 (RecursionError): arguments
+#: over the limit are refused at enqueue, and a stored row over it (written by another
+#: producer) ends failed as undecodable at claim. Results over it are not JSON for akadze.
+MAX_JSON_DEPTH = 100
+
+_decoder = msgspec.json.Decoder()
+
+#: a JSON string (skipped whole: brackets inside it do not nest) or a bracket
+_NESTING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _too_deep(payload: bytes) -> bool:
+    """Whether ``payload`` (JSON) nests deeper than MAX_JSON_DEPTH; two byte counts unless it
+    holds more brackets than that."""
+    if payload.count(b"[") + payload.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    return _exact_depth(payload, MAX_JSON_DEPTH) > MAX_JSON_DEPTH
+
+
+def _exact_depth(payload: bytes, limit: int) -> int:
+    """The deepest nesting in ``payload``, counted until it passes ``limit``."""
+    depth = deepest = 0
+    for match in _NESTING.finditer(payload):
+        first = match.group()[0]
+        if first == 0x22:  # a string
+            continue
+        if first in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_depth(task_name: str, payload: bytes) -> None:
+    """Refuse encoded arguments nested deeper than MAX_JSON_DEPTH (ArgsTooDeepError)."""
+    if _too_deep(payload):
+        raise ArgsTooDeepError(task_name, MAX_JSON_DEPTH)
+
+
+class UnreadableArgs(dict[str, Any]):
+    """The (empty) arguments of a stored job that cannot be decoded; ``reason`` says why,
+    never with the value. The executor ends such a job failed as undecodable."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+def decode_stored_args(raw: str) -> dict[str, Any]:
+    """A stored job's arguments from their JSON text, or UnreadableArgs: never raises.
+
+    A row written by another producer may hold anything jsonb takes: arguments nested deeper
+    than MAX_JSON_DEPTH (or than the decoder's recursion allows), or a JSON value other than
+    an object. Decoding one row must not fail the others read with it."""
+    data = raw.encode()
+    if _too_deep(data):
+        return UnreadableArgs(f"its arguments nest deeper than the limit of {MAX_JSON_DEPTH} levels")
+    try:
+        value = _decoder.decode(data)
+    except (RecursionError, msgspec.DecodeError) as exc:
+        return UnreadableArgs(f"its arguments cannot be decoded ({type(exc).__name__})")
+    if type(value) is not dict:
+        return UnreadableArgs(f"its arguments are a JSON {_json_kind(value)}, not an object")
+    return value
+
+
+def decode_stored(raw: str | None) -> Any:
+    """A stored JSON column (errors, result) from its text; raises on what cannot be decoded
+    (RecursionError, msgspec.DecodeError): the caller decides what that row becomes."""
+    if raw is None:
+        return None
+    return _decoder.decode(raw)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
+    """A Job from a row. With ``json_text`` the row's JSON columns are text (the statement
+    cast them), decoded here per row: a row that cannot be decoded must not fail the rows
+    read with it. Its arguments become UnreadableArgs (the executor fails the job), its errors
+    or result nothing. Otherwise they arrive decoded (SQLAlchemy's asyncpg dialect installs
+    the codec on every connection of its pool, the raw driver connection included)."""
+    if json_text:
+        args: dict[str, Any] = decode_stored_args(row["args"])
+        errors = _stored_or(row["errors"], [], row["id"], "errors")
+        result = _stored_or(row["result"], None, row["id"], "result")
+    else:
+        args, errors, result = row["args"], row["errors"] or [], row["result"]
+    worker_id = row["worker_id"]
+    return Job(
+        id=row["id"],
+        task=row["task"],
+        queue=row["queue"],
+        state=JobState(row["state"]),
+        priority=row["priority"],
+        args=args,
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        run=row["run"],
+        run_at=row["run_at"],
+        expires_at=row["expires_at"],
+        cancel_requested=row["cancel_requested"],
+        errors=_job_errors(errors, row["id"]),
+        result=result,
+        worker_id=str(worker_id) if worker_id is not None else None,
+        args_fp=row["args_fp"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def _stored_or(raw: str | None, default: Any, job_id: int, column: str) -> Any:
+    try:
+        return decode_stored(raw)
+    except (RecursionError, msgspec.DecodeError) as exc:
+        logger.warning("job_id=%d: its stored %s cannot be decoded (%s)", job_id, column, type(exc).__name__)
+        return default
+
+
+def _job_errors(errors: Any, job_id: int) -> tuple[JobError, ...]:
+    try:
+        return tuple(JobError(e["attempt"], e["at"], e["type"], e["message"]) for e in errors)
+    except (TypeError, KeyError, IndexError):
+        # written by something else than akadze: the job runs without its history
+        logger.warning("job_id=%d: its stored errors are not akadze's error entries", job_id)
+        return ()
