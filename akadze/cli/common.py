@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 the operation did not apply, 2 bad usage or configurati
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import os
 from collections.abc import Callable, Coroutine, Sequence
@@ -197,3 +198,32 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     for line in captured.get().splitlines():
         if line.strip():
             typer.echo(line.rstrip())
+
+
+# -- output formats ----------------------------------------------------------------------------
+
+
+class Output(enum.StrEnum):
+    """What a listing prints: an aligned table for people, or one JSON document for scripts."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
+OutputOption = Annotated[
+    Output,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, or json: one JSON document on stdout (an array for lists), nothing else.",
+        case_sensitive=False,
+    ),
+]
+
+
+def print_json(value: Any) -> None:
+    """``value`` as one JSON document on stdout: datetimes ISO 8601, enums by value, structs by
+    field name (the shape of ``--output json``)."""
+    import msgspec
+
+    typer.echo(msgspec.json.encode(value).decode())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -13,17 +13,23 @@ from akadze.cli.common import (
     AppOption,
     ExtraArgument,
     JobIdArgument,
+    Output,
+    OutputOption,
     UrlOption,
     database,
     fail,
     handled,
     job_id,
+    print_json,
     print_table,
     refuse_extra,
     when,
     with_conn,
 )
 from akadze.job import Job, JobState
+
+if TYPE_CHECKING:
+    from akadze.explain import Explanation
 
 app = typer.Typer(help="Look at and act on jobs.", no_args_is_help=True)
 
@@ -38,8 +44,9 @@ def list_jobs(
     limit: Annotated[int, typer.Option(min=1, max=10000, help="At most this many, newest first.")] = 50,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
 ) -> None:
-    """List jobs as a table, newest first."""
+    """List jobs as a table, newest first (--output json: an array of jobs, without arguments)."""
     from akadze.db.queries import Queries
 
     application = database(app_path, app_option, database_url)
@@ -47,6 +54,9 @@ def list_jobs(
         application,
         lambda conn: Queries.list_jobs(conn, state=state, task=task, queue=queue, limit=limit),
     )
+    if output is Output.JSON:
+        print_json([job_document(j, args=False) for j in found])
+        return
     header = ("ID", "TASK", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "FINISHED AT")
     rows = [
         (
@@ -71,8 +81,9 @@ def show(
     args: Annotated[bool, typer.Option("--args", help="Also print the job's arguments.")] = False,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
 ) -> None:
-    """Show every field of a job (arguments only with --args)."""
+    """Show every field of a job (arguments only with --args; --output json: one object)."""
     from akadze.codec import encode_json
     from akadze.db.queries import Queries
 
@@ -82,6 +93,9 @@ def show(
     found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted))
     if found is None:
         fail(1, f"job {wanted} does not exist")
+    if output is Output.JSON:
+        print_json(job_document(found, args=args))
+        return
     fields: list[tuple[str, Any]] = [
         ("id", found.id),
         ("task", found.task),
@@ -107,6 +121,57 @@ def show(
     typer.echo(f"{'errors':<17}{len(found.errors)}")
     for error in found.errors:
         typer.echo(f"  attempt {error.attempt} at {error.at}: {error.type}: {error.message}")
+
+
+def job_document(job: Job, *, args: bool) -> dict[str, Any]:
+    """A job as ``--output json`` prints it: Job's field names; ``args`` is null unless asked for."""
+    import msgspec
+
+    document: dict[str, Any] = msgspec.to_builtins(job)
+    if not args:
+        document["args"] = None
+    return document
+
+
+@app.command("explain")
+@handled
+def explain(
+    job: JobIdArgument,
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Say why a job is where it is, from the database alone: delayed until when, its queue
+    paused, no live worker serving it, unknown to the live workers, running where since when,
+    finished with which last error. Exit 1 when the job does not exist."""
+    refuse_extra(extra, "jobs explain ID")
+    wanted = job_id(job)
+    application = database(None, app_option, database_url)
+    found = with_conn(application, lambda conn: _explain(conn, wanted))
+    if found is None:
+        fail(1, f"job {wanted} does not exist")
+    if output is Output.JSON:
+        print_json(found)
+        return
+    typer.echo(f"job {found.id} ({found.task} in queue {found.queue}) is {found.state.value}:")
+    for reason in found.reasons:
+        typer.echo(f"  - {reason.message}")
+
+
+async def _explain(conn: AsyncConnection, wanted: int) -> Explanation | None:
+    """The thin IO of ``jobs explain``: read the rows, let akadze.explain decide."""
+    from akadze.db.queries import Queries
+    from akadze.explain import explain as decide
+
+    found = await Queries.get_job(conn, wanted)
+    if found is None:
+        return None
+    now, paused_at = await Queries.queue_pause(conn, found.queue)
+    live = await Queries.live_task_schemas(conn)
+    workers = await Queries.live_workers(conn) if found.state is JobState.RUNNING else []
+    # TODO(issue 14): read the job's limit and the jobs filling it, and pass hold=
+    return decide(found, now=now, paused_at=paused_at, live=live, workers=workers)
 
 
 def _hooks(application: Akadze) -> Akadze | None:

@@ -7,7 +7,17 @@ from datetime import datetime
 import typer
 
 from akadze.app import Akadze
-from akadze.cli.common import AppArgument, AppOption, app_for, handled, print_table, run
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    Output,
+    OutputOption,
+    app_for,
+    handled,
+    print_json,
+    print_table,
+    run,
+)
 from akadze.db.queries import Queries
 from akadze.schedule import Schedule, next_fire_after
 
@@ -16,15 +26,35 @@ app = typer.Typer(help="Periodic schedules.", no_args_is_help=True)
 
 @app.command("list")
 @handled
-def list_schedules(app_path: AppArgument = None, app_option: AppOption = None) -> None:
+def list_schedules(
+    app_path: AppArgument = None, app_option: AppOption = None, output: OutputOption = Output.TABLE
+) -> None:
     """List the schedules: name, task, expression, zone, last and next fire time."""
     application = app_for(app_path, app_option, "schedules list")
     schedules = sorted(application.schedules.values(), key=lambda s: s.name)
     if not schedules:
         run(application.dispose())
+        if output is Output.JSON:
+            print_json([])
+            return
         typer.echo("the app has no schedules")
         return
     now, last = run(_last_runs(application, [s.name for s in schedules]))
+    if output is Output.JSON:
+        # times in UTC; the table shows them in each schedule's zone
+        documents = [
+            {
+                "name": s.name,
+                "task": s.task.name,
+                "expression": s.expression,
+                "tz": s.tz,
+                "last_fire_at": last.get(s.name),
+                "next_fire_at": next_fire_after(s, now),
+            }
+            for s in schedules
+        ]
+        print_json(documents)
+        return
     header = ("NAME", "TASK", "EXPRESSION", "ZONE", "LAST FIRE", "NEXT FIRE")
     rows = [
         (

@@ -374,6 +374,12 @@ class Queries:
         return [QueueStats.of(row) for row in rows]
 
     @staticmethod
+    async def queue_pause(conn: Connection, queue: str) -> tuple[datetime, datetime | None]:
+        """The database's clock, and when ``queue`` was paused (None when it is not)."""
+        row = (await _fetch(conn, statement("queue_pause"), {"queue": queue}))[0]
+        return row["now"], row["paused_at"]
+
+    @staticmethod
     async def queue_activity(conn: Connection, minutes: int) -> dict[str, QueueActivity]:
         rows = await _fetch(conn, statement("queue_activity"), {"minutes": minutes})
         return QueueActivity.collect(rows, minutes)

@@ -1,0 +1,77 @@
+"""``akadze workers``: the live workers, from their heartbeat rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.cli.common import (
+    AppOption,
+    ExtraArgument,
+    Output,
+    OutputOption,
+    UrlOption,
+    database,
+    handled,
+    print_json,
+    print_table,
+    refuse_extra,
+    when,
+    with_conn,
+)
+
+app = typer.Typer(help="Look at the live workers.", no_args_is_help=True)
+
+#: the keys of ``workers list --output json`` (DESIGN.md §5), besides host and pid
+JSON_KEYS = ("id", "name", "host", "pid", "queues", "slots", "started_at", "heartbeat_at", "running")
+
+
+@app.command("list")
+@handled
+def list_workers(
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Every live worker (heartbeat within its lost_after): id, name, queues, slots, start, last
+    heartbeat and the jobs it runs now."""
+    from akadze.db.queries import Queries
+    from akadze.db.stats import LiveWorker
+
+    refuse_extra(extra, "workers list")
+    application = database(None, app_option, database_url)
+
+    async def read(conn: AsyncConnection) -> list[LiveWorker]:
+        return await Queries.live_workers(conn, max_ids=0)
+
+    found = with_conn(application, read)
+    if output is Output.JSON:
+        print_json([_document(w) for w in found])
+        return
+    if not found:
+        typer.echo("no live worker")
+        return
+    header = ("ID", "NAME", "QUEUES", "SLOTS", "STARTED", "HEARTBEAT", "RUNNING")
+    rows = [
+        (
+            w.id,
+            w.name,
+            ",".join(w.queues),
+            str(w.slots),
+            when(w.started_at),
+            f"{when(w.heartbeat_at)} ({w.heartbeat_age_s:.0f}s ago)",
+            str(w.running),
+        )
+        for w in found
+    ]
+    print_table(header, rows)
+
+
+def _document(worker: Any) -> dict[str, Any]:
+    import msgspec
+
+    every: dict[str, Any] = msgspec.to_builtins(worker)
+    return {key: every[key] for key in JSON_KEYS}

@@ -1,0 +1,238 @@
+"""akadze queues list, workers list, jobs explain and --output json, against a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner, Result
+
+from akadze import Akadze, Job
+from akadze.cli import app as cli
+from akadze.db.queries import Queries
+from akadze.testing import drain
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    return module_database(request, server_url, template_db)
+
+
+def build(app: Akadze) -> None:
+    @app.task("mail.send", queue="mail")
+    async def send(user_id: int, secret: str = "") -> dict[str, int]:
+        return {"sent": user_id}
+
+    @app.task("report.build", max_attempts=1)
+    async def report(report_id: int) -> None:
+        raise RuntimeError(f"report {report_id} is broken")
+
+
+class Db:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def run(self, action: Callable[[Akadze], Any]) -> Any:
+        async def go() -> Any:
+            async with Akadze(database_url=self.url) as app:
+                build(app)
+                return await action(app)
+
+        return asyncio.run(go())
+
+    def enqueue(
+        self, task: str, *, delay: timedelta | None = None, drained: bool = False, **kwargs: Any
+    ) -> Job:
+        async def action(app: Akadze) -> Job:
+            job = await app.get_task(task).using(delay=delay).enqueue(**kwargs)
+            if drained:
+                await drain(app)
+            found = await app.get_job(job.id)
+            assert found is not None
+            return found
+
+        return self.run(action)
+
+    def sql(self, statement: str, **params: Any) -> None:
+        async def action(app: Akadze) -> None:
+            async with app.engine.begin() as conn:
+                await conn.execute(text(statement), params)
+
+        self.run(action)
+
+    def worker(self, name: str, queues: list[str], tasks: list[tuple[str, str, str]]) -> str:
+        worker_id = str(uuid.uuid4())
+
+        async def action(app: Akadze) -> None:
+            async with app.engine.begin() as conn:
+                await Queries.register_worker(
+                    conn,
+                    worker_id=worker_id,
+                    name=name,
+                    host="host",
+                    pid=1,
+                    queues=queues,
+                    slots=7,
+                    lost_after_s=60.0,
+                    tasks=tasks,
+                )
+
+        self.run(action)
+        return worker_id
+
+
+@pytest.fixture
+def db(database_url: str) -> Db:
+    return Db(database_url)
+
+
+@pytest.fixture
+def akadze(database_url: str) -> Iterator[Callable[..., Result]]:
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(cli, list(args), env={"AKADZE_DATABASE_URL": database_url, "AKADZE_APP": ""})
+
+    yield invoke
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)  # the whole of stdout is one document
+
+
+def fp(db: Db, task: str) -> str:
+    return str(db.run(lambda app: asyncio.sleep(0, app.get_task(task).args_fp)))
+
+
+# -- workers list -------------------------------------------------------------------------------
+
+
+def test_workers_list_shows_live_workers_with_the_jobs_they_run(
+    db: Db, akadze: Callable[..., Result]
+) -> None:
+    live = db.worker("alpha", ["mail"], [])
+    gone = db.worker("gone", ["mail"], [])
+    db.sql(
+        "UPDATE akadze_workers SET heartbeat_at = now() - interval '1 hour' WHERE id = CAST(:id AS uuid)",
+        id=gone,
+    )
+    job = db.enqueue("mail.send", user_id=1)
+    db.sql(
+        "UPDATE akadze_jobs SET state = 'running', worker_id = CAST(:w AS uuid), started_at = now() "
+        "WHERE id = :id",
+        w=live,
+        id=job.id,
+    )
+    found = as_json(akadze("workers", "list", "--output", "json"))
+    assert [w["id"] for w in found] == [live]
+    assert set(found[0]) >= {"id", "name", "queues", "slots", "started_at", "heartbeat_at", "running"}
+    assert (found[0]["name"], found[0]["queues"], found[0]["slots"], found[0]["running"]) == (
+        "alpha",
+        ["mail"],
+        7,
+        1,
+    )
+    datetime.fromisoformat(found[0]["heartbeat_at"])
+
+    result = akadze("workers", "list")
+    assert result.exit_code == 0, result.stderr
+    assert live in result.stdout and "gone" not in result.stdout
+
+
+# -- jobs list / show --output json -------------------------------------------------------------
+
+
+def test_jobs_list_and_show_as_json_use_job_field_names_and_hide_arguments(
+    db: Db, akadze: Callable[..., Result]
+) -> None:
+    job = db.enqueue("mail.send", drained=True, user_id=5, secret="hush")
+    listed = as_json(akadze("jobs", "list", "--output", "json"))
+    assert [j["id"] for j in listed] == [job.id]
+    assert set(listed[0]) == set(Job.__struct_fields__)
+    assert listed[0]["state"] == "succeeded" and listed[0]["args"] is None
+    assert "hush" not in akadze("jobs", "list", "--output", "json").stdout
+
+    shown = as_json(akadze("jobs", "show", str(job.id), "--output", "json"))
+    assert shown["id"] == job.id and shown["result"] == {"sent": 5} and shown["args"] is None
+    with_args = as_json(akadze("jobs", "show", str(job.id), "--args", "--output", "json"))
+    assert with_args["args"] == {"user_id": 5, "secret": "hush"}
+
+
+def test_output_refuses_an_unknown_format(akadze: Callable[..., Result]) -> None:
+    result = akadze("queues", "list", "--output", "yaml")
+    assert result.exit_code == 2
+
+
+# -- jobs explain -------------------------------------------------------------------------------
+
+
+def explain(akadze: Callable[..., Result], job_id: int) -> dict[str, Any]:
+    found: dict[str, Any] = as_json(akadze("jobs", "explain", str(job_id), "--output", "json"))
+    return found
+
+
+def codes(document: dict[str, Any]) -> list[str]:
+    return [reason["code"] for reason in document["reasons"]]
+
+
+def test_explain_a_queued_job_names_each_thing_that_holds_it(db: Db, akadze: Callable[..., Result]) -> None:
+    job = db.enqueue("mail.send", delay=timedelta(minutes=5), user_id=1)
+    document = explain(akadze, job.id)
+    assert (document["id"], document["state"], document["queue"]) == (job.id, "queued", "mail")
+    assert codes(document) == ["delayed", "no_live_worker"]
+    assert job.run_at.isoformat(timespec="seconds") in document["reasons"][0]["message"]
+
+    db.sql("INSERT INTO akadze_queue_pauses (queue) VALUES ('mail')")
+    db.worker("w-other", ["mail"], [("report.build", "default", "x")])
+    assert codes(explain(akadze, job.id)) == ["delayed", "queue_paused", "unknown_task"]
+
+    db.sql("DELETE FROM akadze_queue_pauses")
+    db.sql("UPDATE akadze_jobs SET run_at = now() - interval '3 seconds'")
+    db.worker("w-mail", ["mail"], [("mail.send", "mail", fp(db, "mail.send"))])
+    document = explain(akadze, job.id)
+    assert codes(document) == ["ready"]
+
+    result = akadze("jobs", "explain", str(job.id))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"job {job.id} (mail.send in queue mail) is queued:"
+    assert "ready since" in result.stdout
+
+
+def test_explain_running_and_finished_jobs(db: Db, akadze: Callable[..., Result]) -> None:
+    worker = db.worker("runner-1", ["mail"], [])
+    job = db.enqueue("mail.send", user_id=1)
+    db.sql(
+        "UPDATE akadze_jobs SET state = 'running', attempt = 1, worker_id = CAST(:w AS uuid), "
+        "started_at = now() - interval '2 minutes' WHERE id = :id",
+        w=worker,
+        id=job.id,
+    )
+    document = explain(akadze, job.id)
+    assert codes(document) == ["running"]
+    assert (
+        "runner-1" in document["reasons"][0]["message"]
+        and "attempt 1 of 3" in document["reasons"][0]["message"]
+    )
+    db.sql("DELETE FROM akadze_workers")
+    assert codes(explain(akadze, job.id)) == ["worker_lost"]
+
+    failed = db.enqueue("report.build", drained=True, report_id=9)
+    document = explain(akadze, failed.id)
+    assert codes(document) == ["failed"]
+    assert "RuntimeError: report 9 is broken" in document["reasons"][0]["message"]
+    done = db.enqueue("mail.send", drained=True, user_id=2)
+    assert codes(explain(akadze, done.id)) == ["succeeded"]
+
+
+def test_explain_a_missing_job_exits_1(akadze: Callable[..., Result]) -> None:
+    result = akadze("jobs", "explain", "999999")
+    assert result.exit_code == 1
+    assert result.stdout == ""
