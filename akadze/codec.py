@@ -384,11 +384,5 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     raise ResultNotJson(kind.__qualname__, path)
 
 
-def decode_json(raw: str | bytes | None) -> Any:
-    if raw is None:
-        return None
-    return _decoder.decode(raw)
-
-
 def encode_json(value: Any) -> str:
     return _encoder.encode(value).decode()

@@ -12,8 +12,7 @@ AkadzeError
 ├── ArgsTooLargeError (ValueError)      encoded arguments over the size limit
 ├── ArgsTooDeepError (ValueError)       arguments nested deeper than the worker decodes
 ├── UndecodableJobError                 a stored job whose arguments cannot be decoded
-├── ResultNotJson (TypeError)           a task returned a value that is not JSON
-└── DatabaseUnavailableError            the database cannot be reached
+└── ResultNotJson (TypeError)           a task returned a value that is not JSON
 """
 
 from __future__ import annotations
@@ -129,7 +128,3 @@ class ResultNotJson(AkadzeError, TypeError):
             f"task result is not JSON: {type_name} at {path} "
             "(return dict, list, str, int, float, bool or None)"
         )
-
-
-class DatabaseUnavailableError(AkadzeError):
-    """The database could not be reached."""

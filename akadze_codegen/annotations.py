@@ -106,7 +106,7 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
     if isinstance(node, ir.Lit):
         values: list[ir.LiteralValue] = [v for v in node.values if v is not None]
         if len(values) == len(node.values):
-            return nodes.subscript(scope.name("_t.Literal"), [_literal(v, scope) for v in values])
+            return nodes.subscript(scope.name("_t.Literal"), [literal_value(v, scope) for v in values])
         # ``Literal[..., None]`` is spelled ``Literal[...] | None`` (ruff's PYI061)
         if not values:
             return cst.Name("None")
@@ -121,15 +121,11 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
     return nodes.subscript(scope.name("_t.Annotated"), [annotation(node.type, scope), meta(node.meta, scope)])
 
 
-def _literal(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
+def literal_value(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
+    """A Literal's value as an expression: an enum member through its mirrored class."""
     if isinstance(value, ir.EnumMember):
         return nodes.dotted(f"{scope.ref(value.enum)}.{value.member}")
     return nodes.literal(value)
-
-
-def literal_value(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
-    """A Literal's value as an expression (a mirror's kept default)."""
-    return _literal(value, scope)
 
 
 def meta(constraints: ir.Constraints, scope: Scope) -> cst.Call:
@@ -229,7 +225,7 @@ def alias_line(name: str, node: ir.TypeNode, scope: Scope) -> str:
         return head + text
     base = text[: text.index("[")]
     if isinstance(node, ir.Lit):
-        items = [nodes.code(_literal(v, scope)) for v in node.values]
+        items = [nodes.code(literal_value(v, scope)) for v in node.values]
     else:
         items = [nodes.code(annotation(child, scope)) for child in _children(node)]
     return nodes.exploded(f"{head}{base}[", items, "]")

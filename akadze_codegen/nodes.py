@@ -119,12 +119,3 @@ def exploded(opening: str, items: Sequence[str], closing: str, indent: str = "")
 
 def fits(line: str) -> bool:
     return len(line) <= LINE_LENGTH
-
-
-def statement(text: str) -> cst.BaseStatement:
-    """Parse one statement (libcst keeps its layout exactly)."""
-    return cst.parse_statement(text)
-
-
-def comment(text: str) -> cst.EmptyLine:
-    return cst.EmptyLine(comment=cst.Comment(f"# {text}".rstrip()))

@@ -30,8 +30,6 @@ class Heartbeat:
         self._register = dict(registration)
         #: monotonic time of the last heartbeat the database acknowledged
         self.last_ok = time.monotonic()
-        #: how many times this worker found itself declared lost and registered again
-        self.reregistered = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="akadze-heartbeat", daemon=True)
 
@@ -78,7 +76,6 @@ class Heartbeat:
             alive = await Queries.heartbeat(raw, self.worker_id)
             if not alive:
                 await Queries.register_worker(raw, **self._register)
-                self.reregistered += 1
                 logger.warning(
                     "worker %s was declared lost (its heartbeat was late); its running jobs were "
                     "rescued and their runs here will be dropped; registered again",
