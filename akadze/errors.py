@@ -1,5 +1,8 @@
 """Library errors. Outcomes raised by task code (Retry, Snooze, Fail, Cancel) live in outcomes.py.
 
+Every public exception of akadze is defined here and drawn below; the modules that raise them
+re-export them where users met them first (akadze.drift, akadze.client, akadze.embedded).
+
 AkadzeError
 ├── ConfigError (ValueError)            bad Akadze(...) or task options
 │   └── AppLoadError                    an app path (module:attr) that cannot be loaded
@@ -12,7 +15,15 @@ AkadzeError
 ├── ArgsTooLargeError (ValueError)      encoded arguments over the size limit
 ├── ArgsTooDeepError (ValueError)       arguments nested deeper than the worker decodes
 ├── UndecodableJobError                 a stored job whose arguments cannot be decoded
-└── ResultNotJson (TypeError)           a task returned a value that is not JSON
+├── ResultNotJson (TypeError)           a task returned a value that is not JSON
+├── ArgsSchemaMismatch (ValueError)     a job's arguments were built against another schema
+├── InvalidArgsError (ValueError)       a generated client refused the arguments
+└── EmbeddedPostgresError (RuntimeError) the embedded dev PostgreSQL failed
+
+akadze_codegen.problems.AkadzeCodegenError (not an AkadzeError: rendering from a manifest never
+imports akadze, whose package loads pydantic)
+├── CodegenError                        generation stopped; ``problems`` lists every problem
+└── ManifestInputError                  a manifest cannot be read (akadze_codegen.diff)
 """
 
 from __future__ import annotations
@@ -128,3 +139,45 @@ class ResultNotJson(AkadzeError, TypeError):
             f"task result is not JSON: {type_name} at {path} "
             "(return dict, list, str, int, float, bool or None)"
         )
+
+
+class ArgsSchemaMismatch(AkadzeError, ValueError):
+    """A job's arguments, built against another schema of the task, do not decode here.
+
+    No retry can help, so the job fails at once. Regenerate the producer's client
+    (``akadze codegen``) or deploy the worker that matches it.
+    """
+
+    def __init__(self, task_name: str, job_fp: str, worker_fp: str, fields: list[str], details: str) -> None:
+        self.task_name = task_name
+        self.job_fp = job_fp
+        self.worker_fp = worker_fp
+        #: where decoding failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
+        self.fields = fields
+        super().__init__(
+            f"task {task_name!r}: arguments built against schema {job_fp} do not decode with "
+            f"this worker's schema {worker_fp}: {details}"
+        )
+
+
+class InvalidArgsError(AkadzeError, ValueError):
+    """Arguments a generated client refused before writing a row (the msgspec guard).
+
+    The message names the task, the problem and where (``$.to.zipCode``), never the value:
+    arguments may hold secrets.
+    """
+
+    def __init__(self, task_name: str, problem: str, path: str | None, *, in_key: bool = False) -> None:
+        self.task_name = task_name
+        #: what is wrong, as msgspec says it, without the value ("Expected `int`, got `str`")
+        self.problem = problem
+        #: where, as a JSON path ("$.user_id"), or None for the arguments as a whole
+        self.path = path
+        #: the problem is in a key of the dict at ``path``, not in a value
+        self.in_key = in_key
+        where = "" if not path else f" - at `key` in `{path}`" if in_key else f" - at `{path}`"
+        super().__init__(f"task {task_name!r}: {problem}{where}")
+
+
+class EmbeddedPostgresError(AkadzeError, RuntimeError):
+    """The embedded PostgreSQL could not be found, started, attached to or stopped."""

@@ -19,30 +19,11 @@ from typing import Annotated, Any, Literal, NotRequired, Required, Union
 import msgspec
 import typing_extensions
 
-from akadze.errors import AkadzeError
+from akadze.errors import InvalidArgsError
 
 __all__ = ["Guard", "InvalidArgsError"]
 
 logger = logging.getLogger("akadze.client")
-
-
-class InvalidArgsError(AkadzeError, ValueError):
-    """Arguments a generated client refused before writing a row (the msgspec guard).
-
-    The message names the task, the problem and where (``$.to.zipCode``), never the value:
-    arguments may hold secrets.
-    """
-
-    def __init__(self, task_name: str, problem: str, path: str | None, *, in_key: bool = False) -> None:
-        self.task_name = task_name
-        #: what is wrong, as msgspec says it, without the value ("Expected `int`, got `str`")
-        self.problem = problem
-        #: where, as a JSON path ("$.user_id"), or None for the arguments as a whole
-        self.path = path
-        #: the problem is in a key of the dict at ``path``, not in a value
-        self.in_key = in_key
-        where = "" if not path else f" - at `key` in `{path}`" if in_key else f" - at `{path}`"
-        super().__init__(f"task {task_name!r}: {problem}{where}")
 
 
 class Guard:

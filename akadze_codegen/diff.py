@@ -18,12 +18,13 @@ import msgspec
 
 from akadze_codegen import signature as ir
 from akadze_codegen.compat import Change, Order, TypeComparison, Verdict, describe
+from akadze_codegen.problems import AkadzeCodegenError
 from akadze_codegen.write import MANIFEST_FILE
 
 __all__ = ["Change", "ManifestInputError", "advice", "diff", "parse_manifest", "read_manifest", "run_diff"]
 
 
-class ManifestInputError(Exception):
+class ManifestInputError(AkadzeCodegenError):
     """A manifest cannot be read: no file, git failed, not JSON, unknown format (exit 2)."""
 
 

@@ -23,7 +23,15 @@ class CodegenProblem(msgspec.Struct, frozen=True):
         return text
 
 
-class CodegenError(Exception):
+class AkadzeCodegenError(Exception):
+    """Base of the errors akadze_codegen raises (drawn in akadze/errors.py).
+
+    Not an AkadzeError: rendering from a manifest never imports akadze, whose package loads
+    pydantic and the worker's modules.
+    """
+
+
+class CodegenError(AkadzeCodegenError):
     """Generation stopped; ``problems`` lists every problem found (exit code 2)."""
 
     def __init__(self, problems: list[CodegenProblem]) -> None:
