@@ -10,10 +10,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.akadze-installed
 PYTHON ?= python3
 
-.PHONY: help check test example bench regen db db-stop
+.PHONY: help check test example bench regen regen-golden db db-stop
 
 help: ## Show this list of targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	@$(BIN)/python -c '' 2>/dev/null || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
@@ -37,6 +37,9 @@ bench: $(STAMP) ## Run the benchmarks (python -m bench)
 
 regen: $(STAMP) ## Regenerate the example producer's typed clients
 	$(BIN)/akadze codegen examples.worker_app:app --out examples/producer/clients
+
+regen-golden: $(STAMP) ## Regenerate the codegen goldens and typing snapshots (tests/codegen/regen.py)
+	$(BIN)/python -m tests.codegen.regen
 
 db: $(STAMP) ## Start (or attach to) the embedded dev PostgreSQL and print its URL
 	@$(BIN)/python -c 'from akadze import embedded; print(embedded.start())'
