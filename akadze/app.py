@@ -17,16 +17,16 @@ import msgspec
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from typing_extensions import Unpack
 
-from akadze.backoff import BackoffPolicy
-from akadze.codec import DEFAULT_MAX_ARGS_BYTES, UnknownArgs, build_codec
+from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.events import Events, Subscriber
 from akadze.job import Job, JobState
-from akadze.task import EnqueueHook, Task, TaskOptions, check_name
+from akadze.task import EnqueueHook, Task, TaskOptionArgs, TaskOptions, check_name
 
 if TYPE_CHECKING:
     from akadze.schedule import Schedule
@@ -222,49 +222,31 @@ class Akadze:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def task(
-        self,
-        name: str,
-        *,
-        queue: str = "default",
-        max_attempts: int = 3,
-        timeout: timedelta | None = None,
-        priority: int = 0,
-        backoff: BackoffPolicy | None = None,
-        unknown_args: UnknownArgs = "forbid",
-    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+    def task(self, name: str, **options: Unpack[TaskOptionArgs]) -> Callable[[Callable[P, R]], Task[P, R]]:
         """Declare a task. Example: ``@app.task("mail.send", queue="mail")``.
 
-        ``unknown_args="ignore"`` runs a job whose stored arguments include some the task
-        does not declare (a producer deployed before the worker), without them, where the
-        default ``"forbid"`` fails it; enqueue refuses unknown arguments either way.
+        Options (akadze.task.TaskOptions holds their defaults): ``queue`` ("default"),
+        ``max_attempts`` (3), ``timeout`` (None), ``priority`` (0), ``backoff`` (None: the
+        default curve), ``unknown_args`` ("forbid"). ``unknown_args="ignore"`` runs a job
+        whose stored arguments include some the task does not declare (a producer deployed
+        before the worker), without them, where the default ``"forbid"`` fails it; enqueue
+        refuses unknown arguments either way.
         """
-        options = TaskOptions(queue, max_attempts, timeout, priority, backoff, unknown_args)
         check_name("task", name)
+        task_options = TaskOptions.of(name, options)
         if name in self.tasks:
             raise DuplicateTaskError(name)
 
         def decorate(fn: Callable[P, R]) -> Task[P, R]:
-            return self._add(fn, name, options)
+            return self._add(fn, name, task_options)
 
         return decorate
 
-    def register(
-        self,
-        fn: Callable[P, R],
-        *,
-        name: str,
-        queue: str = "default",
-        max_attempts: int = 3,
-        timeout: timedelta | None = None,
-        priority: int = 0,
-        backoff: BackoffPolicy | None = None,
-        unknown_args: UnknownArgs = "forbid",
-    ) -> Task[P, R]:
-        """Register a plain function (a closure over your dependencies, say) as a task."""
+    def register(self, fn: Callable[P, R], *, name: str, **options: Unpack[TaskOptionArgs]) -> Task[P, R]:
+        """Register a plain function (a closure over your dependencies, say) as a task; the
+        options are app.task's."""
         check_name("task", name)
-        options = TaskOptions(queue, max_attempts, timeout, priority, backoff, unknown_args)
-        return self._add(fn, name, options)
+        return self._add(fn, name, TaskOptions.of(name, options))
 
     def _add(self, fn: Callable[P, R], name: str, options: TaskOptions) -> Task[P, R]:
         if not callable(fn):
@@ -358,25 +340,19 @@ class Akadze:
         cron: str | None = None,
         every: timedelta | None = None,
         tz: str | None = None,
-        queue: str = "default",
-        max_attempts: int = 3,
-        timeout: timedelta | None = None,
-        priority: int = 0,
-        backoff: BackoffPolicy | None = None,
+        **options: Unpack[TaskOptionArgs],
     ) -> Callable[[Callable[[], R]], Task[[], R]]:
-        """Declare a task without arguments and its schedule (named like the task) in one step."""
+        """Declare a task without arguments and its schedule (named like the task) in one step;
+        the options are app.task's."""
+        check_name("task", name)
+        task_options = TaskOptions.of(name, options)
+        if name in self.tasks:
+            raise DuplicateTaskError(name)
 
         def decorate(fn: Callable[[], R]) -> Task[[], R]:
             if inspect.signature(fn).parameters:
                 raise ConfigError(f"periodic task {name!r} must take no arguments")
-            task = self.task(
-                name,
-                queue=queue,
-                max_attempts=max_attempts,
-                timeout=timeout,
-                priority=priority,
-                backoff=backoff,
-            )(fn)
+            task = self._add(fn, name, task_options)
             try:
                 self.schedule(name, task, cron=cron, every=every, tz=tz)
             except Exception:

@@ -20,12 +20,11 @@ Structs do not check their fields when built). ``configure(validate=False)`` tur
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, Generic, Self, TypeVar
+from dataclasses import replace
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,7 +36,7 @@ from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError
 from akadze.guard import Guard, InvalidArgsError
 from akadze.job import Job
 from akadze.stored import MAX_JSON_DEPTH, check_depth
-from akadze.task import Placement, Session, insert_jobs
+from akadze.task import EnqueueOptions, Enqueuer, insert_jobs
 
 __all__ = ["InvalidArgsError", "Job", "RemoteTask", "configure", "dispose", "is_codegen"]
 
@@ -136,7 +135,7 @@ def _enc_hook(obj: Any) -> Any:
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
 
 
-class RemoteTask(Generic[A]):
+class RemoteTask(Enqueuer, Generic[A]):
     """A task of another service, enqueued by name with typed arguments.
 
     Generated subclasses add ``enqueue(**kwargs: Unpack[Args]) -> Job``; ``enqueue_many``
@@ -164,36 +163,10 @@ class RemoteTask(Generic[A]):
         self._known = None if optional is None else self._required | optional
         # shared by the copies using() makes, so the decoder is built once per task
         self._guard = Guard(name, args_type)
-        self._placement = Placement(engine=None)
+        self._options = EnqueueOptions()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} queue={self.queue!r}>"
-
-    def using(
-        self,
-        *,
-        session: Session | None = None,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> Self:
-        """Options for the jobs enqueued next; ``session`` joins the caller's transaction.
-
-        ``session`` is a SQLAlchemy ``AsyncConnection`` or ``AsyncSession``: the job commits
-        or rolls back with it. ``priority`` and ``queue`` override the task's defaults.
-        """
-        clone = copy.copy(self)
-        clone._placement = self._placement.merged(
-            session=session,
-            delay=delay,
-            run_at=run_at,
-            priority=priority,
-            queue=queue,
-            expires_at=expires_at,
-        )
-        return clone
 
     async def enqueue_many(self, items: Sequence[A], /) -> list[Job]:
         """Insert many jobs of this task in one statement; one bad item rejects them all."""
@@ -225,30 +198,23 @@ class RemoteTask(Generic[A]):
         return payload.decode()
 
     async def _insert(self, payloads: Sequence[str]) -> list[Job]:
-        placement = self._placement
-        if placement.session is None:
+        options = self._options
+        if options.session is None:
             engine = _database.resolve()
             if engine is None:
                 raise ConfigError(
                     f"task {self.name!r}: no database; pass using(session=...), call "
                     f"akadze.client.configure(engine=...), or set {DATABASE_URL_ENV}"
                 )
-            placement = Placement(
-                engine=engine,
-                delay=placement.delay,
-                run_at=placement.run_at,
-                priority=placement.priority,
-                queue=placement.queue,
-                expires_at=placement.expires_at,
-            )
-        new: NewJobs = placement.new_jobs(
+            options = replace(options, engine=engine)
+        new: NewJobs = options.new_jobs(
             self.name,
             queue=self.queue,
             priority=self.priority,
             max_attempts=self.max_attempts,
             args_fp=self.args_fp,
         )
-        return await insert_jobs(placement, new, payloads)
+        return await insert_jobs(options, new, payloads)
 
 
 def _check_keys(

@@ -1,12 +1,19 @@
-"""Task: a registered function with its options, and enqueue / enqueue_many / using(...)."""
+"""Task: a registered function with its options, and enqueue / enqueue_many / using(...).
+
+Two types carry a task's options: :class:`TaskOptions` (fixed at registration: queue, attempts,
+timeout, ...; as keyword arguments, :class:`TaskOptionArgs`) and :class:`EnqueueOptions` (given
+to ``using(...)`` per enqueue: session, delay, run_at, ...). ``db.queries.NewJobs`` is the two
+resolved into the columns of the rows to insert.
+"""
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
@@ -43,8 +50,23 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+class TaskOptionArgs(TypedDict, total=False):
+    """The options of ``app.task``, ``app.register`` and ``app.periodic`` as keyword arguments:
+    the fields of :class:`TaskOptions`, which holds their defaults and checks."""
+
+    queue: str
+    max_attempts: int
+    timeout: timedelta | None
+    priority: int
+    backoff: BackoffPolicy | None
+    unknown_args: UnknownArgs
+
+
 @dataclass(frozen=True, slots=True)
 class TaskOptions:
+    """A task's options, fixed at registration (the one definition behind app.task,
+    app.register and app.periodic)."""
+
     queue: str = "default"
     max_attempts: int = 3
     timeout: timedelta | None = None
@@ -73,13 +95,66 @@ class TaskOptions:
         if self.unknown_args not in UNKNOWN_ARGS_POLICIES:
             raise ConfigError(f"unknown_args must be 'forbid' or 'ignore', got {self.unknown_args!r}")
 
+    @classmethod
+    def of(cls, task_name: str, options: Mapping[str, Any]) -> TaskOptions:
+        """The options given to app.task / app.register / app.periodic, checked."""
+        unknown = sorted(set(options) - _OPTION_NAMES)
+        if unknown:
+            raise ConfigError(
+                f"task {task_name!r}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"the options are {', '.join(sorted(_OPTION_NAMES))}"
+            )
+        return cls(**options)
+
+
+_OPTION_NAMES = frozenset(field.name for field in fields(TaskOptions))
+
 
 def _check_priority(priority: object) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
         raise ConfigError(f"priority must be a 32-bit integer, got {priority!r}")
 
 
-class Task(Generic[P, R]):
+class Enqueuer:
+    """What every task handle shares (a registered Task, a generated client's RemoteTask):
+    ``using(...)`` returns a copy that enqueues with those options."""
+
+    _options: EnqueueOptions
+
+    def using(
+        self,
+        *,
+        session: Session | None = None,
+        delay: timedelta | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        expires_at: datetime | None = None,
+    ) -> Self:
+        """Options for the jobs enqueued next; ``session`` joins the caller's transaction.
+
+        ``session`` is a SQLAlchemy ``AsyncConnection`` or ``AsyncSession``: the jobs commit or
+        roll back with it. ``priority`` and ``queue`` override the task's defaults; ``delay``
+        or ``run_at`` (aware) delays the jobs; ``expires_at`` cancels them if not started by
+        then. Options given again replace the earlier ones.
+        """
+        clone = copy.copy(self)
+        clone._options = self._options.merged(
+            session=session,
+            delay=delay,
+            run_at=run_at,
+            priority=priority,
+            queue=queue,
+            expires_at=expires_at,
+        )
+        clone._forget()
+        return clone
+
+    def _forget(self) -> None:
+        """Drop what a copy must build again for its own options."""
+
+
+class Task(Enqueuer, Generic[P, R]):
     """A registered task. Call it to run the function in-process; enqueue it to make a job.
 
     ``enqueue`` is typed with the function's parameters, so mypy rejects a wrong argument
@@ -106,7 +181,10 @@ class Task(Generic[P, R]):
             getattr(fn, "__call__", None)  # noqa: B004 (async callable instances)
         )
         self.args_fp = codec.fingerprint
-        self._call: TaskCall[P, R] | None = None
+        self._options = EnqueueOptions()
+        #: the using() options with the app's engine, and the rows' columns, built once
+        self._bound: EnqueueOptions | None = None
+        self._new: NewJobs | None = None
 
     def __repr__(self) -> str:
         return f"<Task {self.name!r} queue={self.options.queue!r}>"
@@ -118,47 +196,50 @@ class Task(Generic[P, R]):
     def queue(self) -> str:
         return self.options.queue
 
-    def using(
-        self,
-        *,
-        session: Session | None = None,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> TaskCall[P, R]:
-        """Options for the jobs enqueued next; ``session`` joins the caller's transaction."""
-        return self._default_call().using(
-            session=session,
-            delay=delay,
-            run_at=run_at,
-            priority=priority,
-            queue=queue,
-            expires_at=expires_at,
-        )
-
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Validate the arguments and insert one job (pydantic.ValidationError if invalid)."""
-        return await self._default_call().enqueue(*args, **kwargs)
+        codec = self.codec
+        payload = codec.encode(codec.bind(args, kwargs))
+        jobs = await insert_jobs(self._with_engine(), self._new_jobs(), [payload], self.app.hooks.on_enqueue)
+        return jobs[0]
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
-        return await self._default_call().enqueue_many(items)
+        payloads = [self.codec.encode(item) for item in items]
+        if not payloads:
+            return []
+        return await insert_jobs(self._with_engine(), self._new_jobs(), payloads, self.app.hooks.on_enqueue)
 
-    def _default_call(self) -> TaskCall[P, R]:
-        # built once: the app's engine and the task's options do not change after registration
-        call = self._call
-        if call is None:
-            call = self._call = TaskCall(self, Placement(self.app.engine, raw=self.app.raw_connections))
-        return call
+    def _forget(self) -> None:
+        self._bound = self._new = None
+
+    def _with_engine(self) -> EnqueueOptions:
+        # the app's engine is read at each enqueue (akadze.testing.bound swaps it for a block)
+        bound = self._bound
+        if bound is None or bound.engine is not self.app.engine:
+            bound = self._bound = replace(self._options, engine=self.app.engine, raw=self.app.raw_connections)
+        return bound
+
+    def _new_jobs(self) -> NewJobs:
+        new = self._new
+        if new is None:
+            options = self.options
+            new = self._new = self._options.new_jobs(
+                self.name,
+                queue=options.queue,
+                priority=options.priority,
+                max_attempts=options.max_attempts,
+                args_fp=self.args_fp,
+            )
+        return new
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """Where and when the next jobs go: the options of using(...)."""
+class EnqueueOptions:
+    """Where and when the next jobs go: the options of ``using(...)``."""
 
-    engine: AsyncEngine | None
+    #: where jobs go without a session (resolved at enqueue: the app's, or the client's)
+    engine: AsyncEngine | None = None
     session: Session | None = None
     delay: timedelta | None = None
     run_at: datetime | None = None
@@ -168,11 +249,11 @@ class Placement:
     #: where autocommit inserts get their connection (the app's, which keeps spares)
     raw: RawConnections | None = None
 
-    def merged(self, **options: Any) -> Placement:
+    def merged(self, **options: Any) -> EnqueueOptions:
         changes = {key: value for key, value in options.items() if value is not None}
-        placement = replace(self, **changes)
-        placement.check()
-        return placement
+        merged = replace(self, **changes)
+        merged.check()
+        return merged
 
     def check(self) -> None:
         if self.session is not None and not isinstance(self.session, AsyncConnection | AsyncSession):
@@ -210,46 +291,8 @@ class Placement:
         )
 
 
-class TaskCall(Generic[P, R]):
-    """What ``task.using(...)`` returns: the same enqueue and enqueue_many, with options."""
-
-    def __init__(self, task: Task[P, R], placement: Placement) -> None:
-        self.task = task
-        self.placement = placement
-        self._new: NewJobs | None = None
-
-    def using(self, **options: Any) -> TaskCall[P, R]:
-        return TaskCall(self.task, self.placement.merged(**options))
-
-    def _new_jobs(self) -> NewJobs:
-        if self._new is not None:
-            return self._new
-        task = self.task
-        self._new = self.placement.new_jobs(
-            task.name,
-            queue=task.options.queue,
-            priority=task.options.priority,
-            max_attempts=task.options.max_attempts,
-            args_fp=task.args_fp,
-        )
-        return self._new
-
-    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
-        codec = self.task.codec
-        payload = codec.encode(codec.bind(args, kwargs))
-        jobs = await insert_jobs(self.placement, self._new_jobs(), [payload], self.task.app.hooks.on_enqueue)
-        return jobs[0]
-
-    async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
-        codec = self.task.codec
-        payloads = [codec.encode(item) for item in items]
-        if not payloads:
-            return []
-        return await insert_jobs(self.placement, self._new_jobs(), payloads, self.task.app.hooks.on_enqueue)
-
-
 async def insert_jobs(
-    placement: Placement,
+    placement: EnqueueOptions,
     new: NewJobs,
     payloads: Sequence[str],
     hooks: Sequence[EnqueueHook] = (),

@@ -22,7 +22,7 @@ def test_enqueue_returns_a_job_and_using_keeps_the_signature(output: list[str]) 
     assert notes == [
         '"akadze.task.Task[[user_id: int, subject: str =], typing.Coroutine[Any, Any, str]]"',
         '"akadze.job.Job"',
-        '"akadze.task.TaskCall[[user_id: int, subject: str =], typing.Coroutine[Any, Any, str]]"',
+        '"akadze.task.Task[[user_id: int, subject: str =], typing.Coroutine[Any, Any, str]]"',
         '"akadze.job.Job"',
         '"akadze.task.Task[[a: int, b: int], int]"',
     ]
@@ -33,7 +33,7 @@ def test_a_wrong_name_type_or_missing_argument_fails_naming_the_argument(output:
     assert 'Unexpected keyword argument "user_idd" for "enqueue" of "Task"' in errors
     assert 'Argument "user_id" to "enqueue" of "Task" has incompatible type "str"; expected "int"' in errors
     assert 'Missing positional argument "user_id" in call to "enqueue" of "Task"' in errors
-    assert 'Unexpected keyword argument "subjectt" for "enqueue" of "TaskCall"' in errors
+    assert 'Unexpected keyword argument "subjectt" for "enqueue" of "Task"' in errors
     assert 'Argument "b" to "enqueue" of "Task" has incompatible type "str"; expected "int"' in errors
 
 
