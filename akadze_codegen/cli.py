@@ -44,7 +44,8 @@ class _CodegenGroup(TyperGroup):
 
 app = typer.Typer(
     cls=_CodegenGroup,
-    help="Typed client packages for producer services: write them, diff manifests, verify stubs.",
+    help="Typed client packages for producer services: write them (akadze codegen APP --out DIR, "
+    "short for codegen generate), diff manifests, verify stubs.",
     no_args_is_help=True,
     # words meant for generate (codegen --out DIR --from-manifest F) reach resolve_command
     context_settings={"ignore_unknown_options": True},
@@ -79,7 +80,7 @@ AppOption = Annotated[
 @_handled
 def generate(
     app_path: Annotated[
-        str | None, typer.Argument(metavar="[APP]", help="module:attr of the app (or --app, or AKADZE_APP)")
+        str | None, typer.Argument(metavar="APP", help="module:attr of the app (or --app, or AKADZE_APP)")
     ] = None,
     app_option: AppOption = None,
     out: Annotated[Path, typer.Option("--out", help="The package directory to write.")] = Path("clients"),
@@ -104,7 +105,7 @@ def generate(
 @_handled
 def diff(
     app_path: Annotated[
-        str | None, typer.Argument(metavar="[APP]", help="module:attr of the worker app (the new side)")
+        str | None, typer.Argument(metavar="APP", help="module:attr of the worker app (the new side)")
     ] = None,
     app_option: AppOption = None,
     against: Annotated[

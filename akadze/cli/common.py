@@ -96,7 +96,7 @@ AppOption = Annotated[
     str | None, typer.Option("--app", help="The application as module:attr (or AKADZE_APP).")
 ]
 AppArgument = Annotated[
-    str | None, typer.Argument(metavar="[APP]", help="module:attr of the app (or --app, or AKADZE_APP)")
+    str | None, typer.Argument(metavar="APP", help="module:attr of the app (or --app, or AKADZE_APP)")
 ]
 UrlOption = Annotated[
     str | None,

@@ -8,8 +8,8 @@ import typer
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.cli.common import (
+    AppArgument,
     AppOption,
-    ExtraArgument,
     Output,
     OutputOption,
     UrlOption,
@@ -17,7 +17,6 @@ from akadze.cli.common import (
     handled,
     print_json,
     print_table,
-    refuse_extra,
     when,
     with_conn,
 )
@@ -31,7 +30,7 @@ JSON_KEYS = ("id", "name", "host", "pid", "queues", "slots", "started_at", "hear
 @app.command("list")
 @handled
 def list_workers(
-    extra: ExtraArgument = None,
+    app_path: AppArgument = None,
     app_option: AppOption = None,
     database_url: UrlOption = None,
     output: OutputOption = Output.TABLE,
@@ -41,8 +40,7 @@ def list_workers(
     from akadze.db.queries import Queries
     from akadze.db.stats import LiveWorker
 
-    refuse_extra(extra, "workers list")
-    application = database(None, app_option, database_url)
+    application = database(app_path, app_option, database_url)
 
     async def read(conn: AsyncConnection) -> list[LiveWorker]:
         return await Queries.live_workers(conn, max_ids=0)

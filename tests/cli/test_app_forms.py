@@ -6,7 +6,11 @@ something else (a job id) refuses a second positional and says to use --app.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
+import typer
 from typer.testing import CliRunner, Result
 
 import akadze
@@ -141,3 +145,39 @@ def test_version_prints_the_installed_version() -> None:
     result = run("--version")
     assert result.exit_code == 0, result.output
     assert result.stdout == f"akadze {akadze.__version__}\n"
+
+
+# -- the contract, for every command registered now or later ---------------------------------
+
+#: commands that use neither an app nor its database (codegen verify checks stubs against the
+#: workers' database from the producer's side, where the worker's code is not installed)
+NO_APP = {"db sql", "db start", "db stop", "db url", "codegen verify"}
+
+
+def leaf_commands() -> dict[str, Any]:
+    def walk(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
+        subcommands = getattr(command, "commands", None)
+        if subcommands:
+            for name, sub in subcommands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield " ".join(path), command
+
+    return dict(walk(typer.main.get_command(cli), []))
+
+
+def test_the_contract_walk_sees_every_group() -> None:
+    assert {"worker", "db migrate", "jobs show", "schedules list", "codegen diff"} <= set(leaf_commands())
+
+
+@pytest.mark.parametrize("name", sorted(set(leaf_commands()) - NO_APP))
+def test_every_command_takes_app_as_option_and_positionally_when_it_has_no_other(name: str) -> None:
+    command = leaf_commands()[name]
+    options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    assert "--app" in options, f"akadze {name}: add `app_option: AppOption = None` (akadze/cli/common.py)"
+    positionals = [p for p in command.params if p.param_type_name == "argument" and not p.hidden]
+    if not [p for p in positionals if p.name != "app_path"]:
+        assert [p.name for p in positionals] == ["app_path"], (
+            f"akadze {name} has no other positional: take `app_path: AppArgument = None` "
+            "and pass it to database() / app_for()"
+        )
