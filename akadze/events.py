@@ -23,7 +23,7 @@ import msgspec
 
 from akadze.errors import ConfigError
 from akadze.job import JobState
-from akadze.outcomes import Verdict
+from akadze.outcomes import ErrorType, Verdict
 
 logger = logging.getLogger("akadze.events")
 #: the transition log line is written on the worker's logger, as it always was documented
@@ -33,6 +33,8 @@ transition_logger = logging.getLogger("akadze.worker")
 MAX_QUEUED = 10_000
 #: how long the events thread lets events gather after a wake-up (the delivery latency)
 GATHER_S = 0.01
+#: a failed run's error message is logged up to this many characters (as stored on the job)
+MAX_LOGGED_MESSAGE = 2000
 #: a subscriber that keeps raising, or drops that keep happening, are logged this often
 LOG_EVERY_S = 60.0
 
@@ -85,6 +87,9 @@ class Event(msgspec.Struct, frozen=True, gc=False):
     worker_id: str | None = None
     #: wall-clock time the event was built, just after the commit (time.time())
     at: float = msgspec.field(default_factory=time.time)
+    #: the message of the run's error entry, as stored on the job (the task's own words:
+    #: never arguments, unless the task put them in its exception)
+    error_message: str | None = None
 
 
 #: a subscriber: a plain function of one event, run on the events thread
@@ -92,17 +97,64 @@ Subscriber: TypeAlias = Callable[[Event], None]
 
 
 def log_transition(event: Event) -> None:
-    """The worker's transition log line: one per run end and per cancel before a run."""
+    """The worker's transition log line: one per run end and per cancel before a run.
+
+    INFO for most; WARNING for a run that failed and will run again (with its error's type
+    and message, as stored on the job); ERROR for a job that failed for good. The fields go on
+    the record too (``extra``), for the JSON format (akadze/logs.py).
+    """
     if event.kind is Kind.CLAIMED or event.kind is Kind.RESCUED or event.kind is Kind.FIRED:
         return  # claims are not logged; rescues and fires log their own line where they happen
-    transition_logger.info(
-        "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
+    outcome = event.outcome
+    if outcome is Verdict.FAILED:
+        level = logging.ERROR
+    elif outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY:
+        level = logging.WARNING
+    else:
+        level = logging.INFO  # an explicit Retry is the task's instruction, not a failure
+    if not transition_logger.isEnabledFor(level):
+        return
+    duration_ms = round(event.duration_s * 1000, 1) if event.duration_s is not None else None
+    fields = {
+        "job_id": event.job_id,
+        "task": event.task,
+        "queue": event.queue,
+        "state": event.to_state.value,
+        "attempt": event.attempt,
+        "duration_ms": duration_ms,
+        "outcome": outcome.value if outcome is not None else None,
+    }
+    if event.error_type is None:
+        transition_logger.log(
+            level,
+            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
+            event.job_id,
+            event.task,
+            event.queue,
+            event.to_state.value,
+            event.attempt,
+            duration_ms if duration_ms is not None else "-",
+            extra=fields,
+        )
+        return
+    message = event.error_message or ""
+    if len(message) > MAX_LOGGED_MESSAGE:
+        message = message[:MAX_LOGGED_MESSAGE] + " [truncated]"
+    fields["error_type"] = event.error_type
+    fields["error_message"] = message
+    transition_logger.log(
+        level,
+        "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s outcome=%s error=%s: %s",
         event.job_id,
         event.task,
         event.queue,
         event.to_state.value,
         event.attempt,
-        f"{event.duration_s * 1000:.1f}" if event.duration_s is not None else "-",
+        duration_ms if duration_ms is not None else "-",
+        outcome.value if outcome is not None else "-",
+        event.error_type or "-",
+        message,
+        extra=fields,
     )
 
 
@@ -156,7 +208,8 @@ class Events:
         """Whether an event published now would reach anyone (build events only then)."""
         subscribers = self._subscribers
         if len(subscribers) == 1 and subscribers[0] is log_transition:
-            return transition_logger.isEnabledFor(logging.INFO)
+            # failed runs are logged at WARNING and ERROR: build events for them too
+            return transition_logger.isEnabledFor(logging.WARNING)
         return bool(subscribers)
 
     def publish(self, event: Event) -> None:

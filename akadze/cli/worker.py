@@ -11,6 +11,7 @@ import typer
 
 from akadze.app import Akadze
 from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
+from akadze.logs import LogFormat
 
 
 @handled
@@ -31,12 +32,39 @@ def worker(
         typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost."),
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            envvar="AKADZE_LOG_FORMAT",
+            case_sensitive=False,
+            help="text, or json: one JSON object per line (ts, level, logger, message, job fields).",
+        ),
+    ] = LogFormat.TEXT,
+    log_tracebacks: Annotated[
+        bool, typer.Option(help="Log a failed run's traceback even above DEBUG.")
+    ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            envvar="AKADZE_METRICS_PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs akadze[prometheus]).",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(envvar="AKADZE_METRICS_HOST", help="The address the metrics endpoint binds.")
+    ] = "127.0.0.1",
 ) -> None:
     """Run a worker (all queues of the app's tasks when no -q)."""
+    from akadze.logs import configure
     from akadze.worker import Worker
 
     queues = _queues(queue)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        configure(log_level, log_format, tracebacks=log_tracebacks)
+    except ValueError:
+        fail(2, f"error: --log-level {log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
     application = app_for(app_path, app_option, "worker")
     if queues:
         _warn_unused(application, queues)
@@ -52,6 +80,10 @@ def worker(
                 lost_after=timedelta(seconds=lost_after),
                 heartbeat_interval=timedelta(seconds=min(5.0, lost_after / 4)),
             )
+            if metrics_port is not None:
+                from akadze.metrics import serve_worker_metrics
+
+                serve_worker_metrics(w, port=metrics_port, host=metrics_host)
             return await w.run(burst=burst)
         finally:
             # closing a pooled connection that went silent (half-open) waits for a reply

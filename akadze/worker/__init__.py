@@ -344,6 +344,7 @@ class Worker:
         duration_s: float | None = None,
         wait_s: float | None = None,
         error_type: str | None = None,
+        error_message: str | None = None,
     ) -> Event:
         return Event(
             kind,
@@ -359,6 +360,7 @@ class Worker:
             wait_s,
             error_type,
             self.id,
+            error_message=error_message,
         )
 
     async def _run_one(self, job: Job) -> None:
@@ -421,6 +423,7 @@ class Worker:
                     duration_s=now - started if started is not None else None,
                     wait_s=wait_s,
                     error_type=completion.error_type,
+                    error_message=completion.error_message,
                 )
                 self.events.publish(event)
             if job.state is JobState.QUEUED:

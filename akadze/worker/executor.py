@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from akadze.task import Task
 
 logger = logging.getLogger("akadze.worker")
+#: a failed run's traceback, at DEBUG (``akadze worker --log-tracebacks`` enables this one alone)
+traceback_logger = logging.getLogger("akadze.worker.traceback")
 
 
 class RunTimeout(TimeoutError):
@@ -171,6 +173,11 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         else:
             completion = decide(RunEnd.RETURNED, attempt=job.attempt, max_attempts=job.max_attempts)
             return RunOutcome(Ended(job.id, job.run, completion, result))
+    if traceback_logger.isEnabledFor(logging.DEBUG):
+        # the type and message are logged at WARNING once the outcome is written (events)
+        traceback_logger.debug(
+            "job_id=%d task=%s attempt=%d: the run raised", job.id, job.task, job.attempt, exc_info=error
+        )
     completion = decide(
         RunEnd.RAISED,
         attempt=job.attempt,

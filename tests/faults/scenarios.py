@@ -988,6 +988,15 @@ class LogCapture(logging.Handler):
         self.texts.append(" | ".join(parts))
 
 
+def _is_json_object(line: str) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
 def canary_args(canary: str, key: str, mode: str, ms: int = 0) -> dict[str, Any]:
     """The canary in a plain argument, three levels deep in a model, in a list and as a key."""
     return {
@@ -1002,10 +1011,12 @@ def canary_args(canary: str, key: str, mode: str, ms: int = 0) -> dict[str, Any]
     }
 
 
-async def canary_logs(env: Env, *, lost_after: float = 2.0) -> checker.Figures:
+async def canary_logs(env: Env, *, lost_after: float = 2.0, log_format: str = "text") -> checker.Figures:
     """Canary values in every argument and result, every worker at DEBUG, through successes,
     every error kind, retries, snoozes, timeouts, a rescue, a fenced zombie, a release at
-    shutdown and an in-process drain: no library log line may contain a canary."""
+    shutdown and an in-process drain: no library log line may contain a canary, but for the
+    one task whose own exception message quotes it (a failed run logs its error's message).
+    ``log_format`` is the workers' --log-format (AKADZE_LOG_FORMAT)."""
     from uuid import uuid4
 
     from akadze.testing import drain as drain_in_process
@@ -1018,7 +1029,13 @@ async def canary_logs(env: Env, *, lost_after: float = 2.0) -> checker.Figures:
     root.addHandler(capture)
     root.setLevel(logging.DEBUG)
     spec = WorkerSpec(
-        env.url, env.dsn, slots=4, lost_after=lost_after, log_level="DEBUG", shutdown_timeout=1.0
+        env.url,
+        env.dsn,
+        slots=4,
+        lost_after=lost_after,
+        log_level="DEBUG",
+        shutdown_timeout=1.0,
+        extra_env={"AKADZE_LOG_FORMAT": log_format},
     )
     logs = env.folder / "logs"
     a, b = WorkerProcess("a", spec, logs), WorkerProcess("b", spec, logs)
@@ -1064,8 +1081,15 @@ async def canary_logs(env: Env, *, lost_after: float = 2.0) -> checker.Figures:
         await producer_app.dispose()
         root.removeHandler(capture)
         root.setLevel(old_level)
-    lines = [line for line in fleet.logs().splitlines() if canary in line]
-    lines += [text for text in capture.texts if canary in text]
+    # the task's own message, logged with its failed run (and its traceback at DEBUG)
+    own_message = f"a user's message that quotes {canary}"
+    lines = [line for line in fleet.logs().splitlines() if canary in line.replace(own_message, "")]
+    lines += [text for text in capture.texts if canary in text.replace(own_message, "")]
+    extra["own message logged"] = own_message in fleet.logs()
+    if log_format == "json":
+        # fleet.logs() heads each incarnation's log with a "--- name incarnation n ---" line
+        written = [line for line in fleet.logs().splitlines() if line and not line.startswith("--- ")]
+        extra["worker lines not JSON"] = [line for line in written if not _is_json_object(line)][:3]
     extra["log lines"] = len(fleet.logs().splitlines()) + len(capture.texts)
     everything = fleet.logs() + "\n".join(capture.texts)
     extra["paths not logged"] = [

@@ -1,0 +1,306 @@
+"""Prometheus metrics (``pip install 'akadze[prometheus]'``): runs and waits from the events
+seam, queue depths from one cached query, slots from the worker, enqueues per task.
+
+prometheus_client is imported here only, when a function of this module is called: the
+worker's import path never loads it. Labels are task and queue names and fixed words, never
+argument values. Metric names and meanings: docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from akadze import observe
+from akadze.errors import ConfigError
+from akadze.events import Event, Kind
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+    from akadze.db.queries import NewJobs
+    from akadze.db.stats import QueueStats
+    from akadze.job import Job
+    from akadze.worker import Worker
+
+logger = logging.getLogger("akadze.metrics")
+
+#: seconds a run takes: from 1 ms to 10 minutes
+RUN_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
+#: seconds a job waits from its run_at to its start: from 5 ms to an hour
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+#: the queue gauges' query runs at most this often per worker, whatever the scrape rate
+QUEUE_INTERVAL_S = 5.0
+#: a scrape waits this long for that query, then shows the last values read
+QUEUE_TIMEOUT_S = 2.0
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise ConfigError("metrics need prometheus-client: pip install 'akadze[prometheus]'") from None
+    return prometheus_client
+
+
+class RunMetrics:
+    """``akadze_runs_total``, ``akadze_run_duration_seconds`` and ``akadze_job_wait_seconds``,
+    fed by an app's events (a subscriber: it runs on the events thread, never in a transition).
+
+    Label children are cached per (task, queue): an event costs a dict lookup and an observe.
+    """
+
+    def __init__(self, registry: Any) -> None:
+        client = _client()
+        self.runs = client.Counter(
+            "akadze_runs",
+            "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
+            "snoozed, lost, released).",
+            ["task", "queue", "outcome"],
+            registry=registry,
+        )
+        self.duration = client.Histogram(
+            "akadze_run_duration_seconds",
+            "How long runs took, from claim to their outcome written.",
+            ["task", "queue"],
+            buckets=RUN_BUCKETS,
+            registry=registry,
+        )
+        self.wait = client.Histogram(
+            "akadze_job_wait_seconds",
+            "How long jobs waited to start, from their run_at to their claim (database clock).",
+            ["task", "queue"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+        self._runs: dict[tuple[str, str, str], Any] = {}
+        self._durations: dict[tuple[str, str], Any] = {}
+        self._waits: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        kind = event.kind
+        if kind is Kind.CLAIMED:
+            if event.wait_s is not None:
+                key = (event.task, event.queue)
+                child = self._waits.get(key)
+                if child is None:
+                    child = self._waits[key] = self.wait.labels(*key)
+                child.observe(max(event.wait_s, 0.0))
+            return
+        outcome = event.outcome
+        if outcome is None:
+            return  # a cancel before any run, a requeue, a schedule fire: not a run
+        run_key = (event.task, event.queue, outcome.value)
+        counter = self._runs.get(run_key)
+        if counter is None:
+            counter = self._runs[run_key] = self.runs.labels(*run_key)
+        counter.inc()
+        if event.duration_s is not None:
+            key = (event.task, event.queue)
+            child = self._durations.get(key)
+            if child is None:
+                child = self._durations[key] = self.duration.labels(*key)
+            child.observe(event.duration_s)
+
+
+def instrument(app: Akadze, registry: Any = None) -> Callable[[], None]:
+    """Count the runs this process ends (a worker, or ``akadze.testing.drain``) in ``registry``
+    (prometheus_client's default one when None). Returns the unsubscribe function."""
+    client = _client()
+    metrics = RunMetrics(registry if registry is not None else client.REGISTRY)
+    return app.subscribe(metrics)
+
+
+class EnqueueMetrics:
+    """``akadze_jobs_enqueued_total{task,queue}``: jobs inserted by this process (an enqueue in
+    a caller's transaction counts when the insert runs, whether or not that transaction commits)."""
+
+    def __init__(self, registry: Any) -> None:
+        client = _client()
+        self.enqueued = client.Counter(
+            "akadze_jobs_enqueued",
+            "Jobs inserted by this process, per task and queue.",
+            ["task", "queue"],
+            registry=registry,
+        )
+        self.failed = client.Counter(
+            "akadze_enqueue_errors",
+            "Enqueue calls that raised (nothing inserted), per task and queue.",
+            ["task", "queue"],
+            registry=registry,
+        )
+
+    def __call__(self, new: NewJobs, count: int) -> _Counted:
+        return _Counted(self, new, count)
+
+
+class _Counted:
+    __slots__ = ("count", "metrics", "new")
+
+    def __init__(self, metrics: EnqueueMetrics, new: NewJobs, count: int) -> None:
+        self.metrics = metrics
+        self.new = new
+        self.count = count
+
+    def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None:
+        if jobs is not None:
+            self.metrics.enqueued.labels(self.new.task, self.new.queue).inc(len(jobs))
+        else:
+            self.metrics.failed.labels(self.new.task, self.new.queue).inc()
+
+
+def instrument_enqueue(registry: Any = None) -> Callable[[], None]:
+    """Count every enqueue of this process (the app's tasks and generated clients alike) in
+    ``registry``: for a producer service exposing its own metrics. Returns the undo function.
+
+    Example::
+
+        from prometheus_client import CollectorRegistry
+        import akadze.metrics
+
+        registry = CollectorRegistry()
+        akadze.metrics.instrument_enqueue(registry)
+    """
+    client = _client()
+    return observe.watch_enqueue(EnqueueMetrics(registry if registry is not None else client.REGISTRY))
+
+
+class QueueCollector:
+    """``akadze_queue_jobs{queue,state}`` and friends, read by ``queue_stats`` on a scrape, at
+    most every ``interval_s`` (a scrape in between gets the values last read)."""
+
+    def __init__(
+        self,
+        read: Callable[[], Sequence[QueueStats]],
+        *,
+        interval_s: float = QUEUE_INTERVAL_S,
+    ) -> None:
+        self.read = read
+        self.interval_s = interval_s
+        self.reads = 0
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._stats: Sequence[QueueStats] = ()
+
+    def stats(self) -> Sequence[QueueStats]:
+        with self._lock:
+            if time.monotonic() - self._at >= self.interval_s:
+                self._at = time.monotonic()
+                try:
+                    self._stats = self.read()
+                    self.reads += 1
+                except Exception as exc:
+                    logger.warning("queue metrics not read (%s); showing the last values", type(exc).__name__)
+            return self._stats
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())  # registered without a first read
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        stats = self.stats()
+        jobs = GaugeMetricFamily(
+            "akadze_queue_jobs",
+            "Jobs per queue now: ready, delayed (waiting for run_at), running.",
+            labels=["queue", "state"],
+        )
+        oldest = GaugeMetricFamily(
+            "akadze_queue_oldest_ready_seconds",
+            "How long the oldest ready job of the queue has waited (0 when none is ready).",
+            labels=["queue"],
+        )
+        workers = GaugeMetricFamily(
+            "akadze_queue_workers", "Live workers serving the queue.", labels=["queue"]
+        )
+        paused = GaugeMetricFamily("akadze_queue_paused", "1 when the queue is paused.", labels=["queue"])
+        for queue in stats:
+            jobs.add_metric([queue.name, "ready"], queue.ready)
+            jobs.add_metric([queue.name, "delayed"], queue.delayed)
+            jobs.add_metric([queue.name, "running"], queue.running)
+            oldest.add_metric([queue.name], queue.oldest_ready_s or 0.0)
+            workers.add_metric([queue.name], queue.workers)
+            paused.add_metric([queue.name], 1.0 if queue.paused else 0.0)
+        yield from (jobs, oldest, workers, paused)
+
+
+class MetricsServer:
+    """What :func:`serve_worker_metrics` started: the endpoint's address, and ``close()``."""
+
+    def __init__(
+        self, server: Any, thread: threading.Thread, queues: QueueCollector, undo: list[Callable[[], None]]
+    ) -> None:
+        self.server = server
+        self.thread = thread
+        self.queues = queues
+        self._undo = undo
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        for undo in self._undo:
+            undo()
+
+
+def serve_worker_metrics(
+    worker: Worker,
+    *,
+    port: int,
+    host: str = "127.0.0.1",
+    registry: Any = None,
+    queue_interval_s: float = QUEUE_INTERVAL_S,
+) -> MetricsServer:
+    """Serve ``worker``'s metrics at ``http://host:port/metrics`` (port 0: any free port).
+
+    Call it on the worker's event loop, before or while it runs: the queue gauges' query runs
+    there, on the app's engine. Raises ConfigError when prometheus-client is missing or the
+    address cannot be bound.
+    """
+    client = _client()
+    registry = registry if registry is not None else client.REGISTRY
+    loop = asyncio.get_running_loop()
+    undo = [instrument(worker.app, registry), instrument_enqueue(registry)]
+    slots = client.Gauge(
+        "akadze_worker_slots", "This worker's slots, busy or free.", ["state"], registry=registry
+    )
+    slots.labels("busy").set_function(lambda: len(worker._running))
+    slots.labels("free").set_function(lambda: worker.slots - len(worker._running))
+    dropped = client.Gauge(
+        "akadze_events_dropped",
+        "Events dropped because a subscriber was slower than the transitions.",
+        registry=registry,
+    )
+    dropped.set_function(lambda: worker.events.dropped)
+    queues = QueueCollector(lambda: _queue_stats(worker, loop), interval_s=queue_interval_s)
+    registry.register(queues)
+    try:
+        server, thread = client.start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        for step in undo:
+            step()
+        raise ConfigError(f"cannot serve metrics on {host}:{port} ({exc.strerror or exc})") from None
+    logger.info("metrics at http://%s:%d/metrics", host, server.server_port)
+    return MetricsServer(server, thread, queues, undo)
+
+
+def _queue_stats(worker: Worker, loop: asyncio.AbstractEventLoop) -> Sequence[QueueStats]:
+    """Runs on the scrape's thread: the query runs on the worker's loop, on the app's engine."""
+    from akadze.db.queries import Queries
+
+    async def read() -> Sequence[QueueStats]:
+        async with worker.app.engine.connect() as conn:
+            return await Queries.queue_stats(conn, worker.queues)
+
+    future = asyncio.run_coroutine_threadsafe(read(), loop)
+    try:
+        return future.result(QUEUE_TIMEOUT_S)
+    except BaseException:
+        future.cancel()
+        raise

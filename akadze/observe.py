@@ -1,0 +1,65 @@
+"""Watchers of the enqueue path, for akadze.metrics and akadze.tracing: none unless one was
+enabled, so an enqueue pays one empty-tuple check. Imports nothing heavy.
+
+A watcher is called with the insert's NewJobs and its number of jobs before the statement runs;
+it returns a :class:`Watching` whose ``new`` the insert uses (tracing adds its trace context)
+and whose ``done(jobs, error)`` is called once the statement returned or raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from akadze.db.queries import NewJobs
+    from akadze.job import Job
+
+
+class Watching(Protocol):
+    new: NewJobs
+
+    def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None: ...
+
+
+#: a watcher: (new jobs' options, how many jobs) -> what it watches
+EnqueueWatcher: TypeAlias = Callable[["NewJobs", int], Watching]
+
+#: the enabled watchers, in order (a tuple: replaced whole, read without a lock)
+enqueue_watchers: tuple[EnqueueWatcher, ...] = ()
+
+
+def watch_enqueue(watcher: EnqueueWatcher) -> Callable[[], None]:
+    """Call ``watcher`` around every insert of jobs in this process. Returns the undo function."""
+    global enqueue_watchers
+    enqueue_watchers = (*enqueue_watchers, watcher)
+
+    def undo() -> None:
+        global enqueue_watchers
+        enqueue_watchers = tuple(w for w in enqueue_watchers if w is not watcher)
+
+    return undo
+
+
+async def watched(
+    insert: Callable[[Any, NewJobs, Sequence[str], Any], Awaitable[list[Job]]],
+    conn: Any,
+    new: NewJobs,
+    payloads: Sequence[str],
+    hooks: Any,
+) -> list[Job]:
+    """Run ``insert`` with every enabled watcher around it."""
+    watching: list[Watching] = []
+    for watcher in enqueue_watchers:
+        current = watcher(new, len(payloads))
+        new = current.new
+        watching.append(current)
+    try:
+        jobs = await insert(conn, new, payloads, hooks)
+    except BaseException as exc:
+        for current in reversed(watching):
+            current.done(None, exc)
+        raise
+    for current in reversed(watching):
+        current.done(jobs, None)
+    return jobs

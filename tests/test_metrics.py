@@ -1,0 +1,169 @@
+"""Prometheus metrics: a real worker's endpoint scraped over HTTP, the producer's enqueue
+counters, and no prometheus_client on the worker's import path unless enabled."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from akadze import Akadze, Fail, Retry, current
+from akadze.errors import ConfigError
+from akadze.metrics import instrument_enqueue, serve_worker_metrics
+from akadze.worker import Worker
+from tests.conftest import wait_until
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    return module_database(request, server_url, template_db)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+async def scrape(port: int) -> str:
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/plain")
+            return str(response.read().decode())
+
+    return await asyncio.to_thread(get)
+
+
+def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_a_serving_worker_exposes_the_design_metrics_over_http(app: Akadze) -> None:
+    release = asyncio.Event()
+
+    @app.task("mail.send", queue="mail")
+    async def send(secret: str) -> None:
+        if secret == "SECRET-SLOW":
+            await release.wait()
+
+    @app.task("report.build", queue="mail", max_attempts=2)
+    async def build(secret: str) -> None:
+        if current().job.attempt == 1:
+            raise Retry(timedelta(0))
+        raise Fail("no")
+
+    # a delayed job and a ready one in a queue this worker does not serve
+    await send.using(delay=timedelta(hours=1)).enqueue(secret="later")
+    await send.using(queue="elsewhere").enqueue(secret="x")
+    registry = CollectorRegistry()
+    worker = Worker(app, queues=["mail"], slots=3, poll_interval=timedelta(milliseconds=50))
+    server = serve_worker_metrics(worker, port=0, registry=registry, queue_interval_s=0.0)
+    running = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        ok = await send.enqueue(secret="SECRET-VALUE-1")
+        await build.enqueue(secret="SECRET-VALUE-2")
+        await send.enqueue(secret="SECRET-SLOW")
+
+        async def counted() -> bool:
+            found = samples(await scrape(server.port))
+            return (
+                value(found, "akadze_runs_total", task="report.build", queue="mail", outcome="failed") == 1
+                and value(found, "akadze_runs_total", task="mail.send", queue="mail", outcome="succeeded")
+                == 1
+            )
+
+        await wait_until(counted, timeout=20)
+        text = await scrape(server.port)
+        found = samples(text)
+        assert "SECRET" not in text
+        assert value(found, "akadze_runs_total", task="report.build", queue="mail", outcome="retried") == 1
+        assert value(found, "akadze_run_duration_seconds_count", task="mail.send", queue="mail") == 1
+        assert value(found, "akadze_job_wait_seconds_count", task="report.build", queue="mail") == 2
+        assert value(found, "akadze_job_wait_seconds_count", task="mail.send", queue="mail") == 2
+        assert value(found, "akadze_jobs_enqueued_total", task="mail.send", queue="mail") == 2
+        # one job runs (the slow one): slots and queue gauges
+        assert value(found, "akadze_worker_slots", state="busy") == 1
+        assert value(found, "akadze_worker_slots", state="free") == 2
+        assert value(found, "akadze_queue_jobs", queue="mail", state="running") == 1
+        assert value(found, "akadze_queue_jobs", queue="mail", state="delayed") == 1
+        assert value(found, "akadze_queue_jobs", queue="mail", state="ready") == 0
+        assert value(found, "akadze_queue_jobs", queue="elsewhere", state="ready") == 1
+        assert value(found, "akadze_queue_oldest_ready_seconds", queue="elsewhere") > 0
+        assert value(found, "akadze_queue_workers", queue="mail") == 1
+        assert value(found, "akadze_queue_workers", queue="elsewhere") == 0
+        assert ok.id > 0
+    finally:
+        release.set()
+        worker.stop()
+        await running
+        server.close()
+
+
+async def test_the_queue_query_runs_at_most_once_per_interval(app: Akadze) -> None:
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    worker = Worker(app, listen=False)
+    server = serve_worker_metrics(worker, port=0, registry=CollectorRegistry(), queue_interval_s=60.0)
+    try:
+        for _ in range(3):
+            assert "akadze_queue_jobs" in await scrape(server.port)
+        assert server.queues.reads == 1
+    finally:
+        server.close()
+
+
+async def test_a_port_in_use_is_one_config_error(app: Akadze) -> None:
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    worker = Worker(app, listen=False)
+    first = serve_worker_metrics(worker, port=0, registry=CollectorRegistry())
+    try:
+        with pytest.raises(ConfigError, match=f"cannot serve metrics on 127.0.0.1:{first.port}"):
+            serve_worker_metrics(worker, port=first.port, registry=CollectorRegistry())
+    finally:
+        first.close()
+
+
+async def test_a_producer_counts_its_enqueues_in_its_own_registry(app: Akadze) -> None:
+    @app.task("mail.send", queue="mail")
+    async def send(user_id: int) -> None:
+        return None
+
+    registry = CollectorRegistry()
+    undo = instrument_enqueue(registry)
+    try:
+        await send.enqueue(user_id=1)
+        await send.enqueue_many([{"user_id": 2}, {"user_id": 3}])
+        await send.using(queue="bulk").enqueue(user_id=4)
+    finally:
+        undo()
+    await send.enqueue(user_id=5)  # after undo: not counted
+    assert (
+        registry.get_sample_value("akadze_jobs_enqueued_total", {"task": "mail.send", "queue": "mail"}) == 3
+    )
+    assert (
+        registry.get_sample_value("akadze_jobs_enqueued_total", {"task": "mail.send", "queue": "bulk"}) == 1
+    )
+
+
+def test_the_worker_import_path_loads_neither_prometheus_nor_opentelemetry() -> None:
+    code = (
+        "import sys, akadze, akadze.worker, akadze.cli, akadze.client, akadze.logs;"
+        "print([m for m in sys.modules if m.startswith(('prometheus_client', 'opentelemetry'))])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
