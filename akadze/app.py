@@ -310,6 +310,28 @@ class Akadze:
         async with self._engine.connect() as conn:
             return await Queries.get_job(conn, job_id)
 
+    async def wait_for(
+        self,
+        job_id: int,
+        timeout: timedelta | float | None = None,  # noqa: ASYNC109 (the name DESIGN §5 fixes)
+        *,
+        poll_interval: timedelta = timedelta(seconds=1),
+    ) -> Job:
+        """The job once it is finished (succeeded, failed or cancelled).
+
+        Woken by a notification when the job finishes, with a poll every ``poll_interval``
+        behind it (notifications do not pass a pooler in transaction mode). ``timeout`` is a
+        timedelta or seconds; None waits for good. Holds no connection per waiter: the waiters
+        of a process share one.
+
+        Raises:
+            TimeoutError: the job did not finish within ``timeout``.
+            JobNotFoundError: no job has this id.
+        """
+        from akadze.waiting import wait_for
+
+        return await wait_for(self._engine, job_id, timeout=timeout, poll_interval=poll_interval)
+
     # -- schedules -------------------------------------------------------------------------
 
     def schedule(

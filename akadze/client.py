@@ -27,18 +27,29 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import msgspec
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.app import create_engine
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.db.queries import NewJobs
-from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError
+from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, JobNotFoundError
 from akadze.guard import Guard, InvalidArgsError
-from akadze.job import Job
+from akadze.job import Job, JobState
 from akadze.stored import MAX_JSON_DEPTH, check_depth
 from akadze.task import EnqueueOptions, Enqueuer, insert_jobs
 
-__all__ = ["InvalidArgsError", "Job", "RemoteTask", "configure", "dispose", "is_codegen"]
+__all__ = [
+    "InvalidArgsError",
+    "Job",
+    "JobNotFoundError",
+    "JobState",
+    "RemoteTask",
+    "configure",
+    "dispose",
+    "get_job",
+    "is_codegen",
+    "wait_for",
+]
 
 logger = logging.getLogger("akadze.client")
 
@@ -122,6 +133,60 @@ async def dispose() -> None:
     _database.engine, _database.owned = None, False
     if engine is not None and owned:
         await engine.dispose()
+
+
+async def get_job(connection: Session | AsyncEngine, job_id: int) -> Job | None:
+    """The job with this id as the database holds it now, or None.
+
+    ``connection`` is your ``AsyncConnection`` or ``AsyncSession`` (the read joins its
+    transaction) or an ``AsyncEngine``. The same Job the worker side returns: ``job.state``
+    is a :class:`JobState`, ``job.result`` the task's JSON result once it succeeded.
+    """
+    from akadze.db.queries import Queries
+    from akadze.db.status import raise_if_schema_missing
+
+    if not isinstance(connection, AsyncEngine | AsyncSession | AsyncConnection):
+        raise ConfigError(
+            "get_job needs a SQLAlchemy AsyncConnection, AsyncSession or AsyncEngine, "
+            f"got {type(connection).__qualname__}"
+        )
+    try:
+        if isinstance(connection, AsyncEngine):
+            async with connection.connect() as conn:
+                return await Queries.get_job(conn, job_id)
+        if isinstance(connection, AsyncSession):
+            return await Queries.get_job(await connection.connection(), job_id)
+        return await Queries.get_job(connection, job_id)
+    except Exception as exc:
+        raise_if_schema_missing(exc)
+        raise
+
+
+async def wait_for(
+    job_id: int,
+    *,
+    timeout: timedelta | float | None = None,  # noqa: ASYNC109 (the name DESIGN §5 fixes)
+    engine: AsyncEngine | None = None,
+    poll_interval: timedelta = timedelta(seconds=1),
+) -> Job:
+    """The job once it is finished (succeeded, failed or cancelled), as ``app.wait_for``.
+
+    Uses ``engine``, else the configured database (:func:`configure`, AKADZE_DATABASE_URL).
+    Woken by a notification, with a poll every ``poll_interval`` behind it.
+
+    Raises:
+        TimeoutError: the job did not finish within ``timeout`` (a timedelta or seconds).
+        JobNotFoundError: no job has this id.
+    """
+    from akadze.waiting import wait_for as wait
+
+    engine = engine or _database.resolve()
+    if engine is None:
+        raise ConfigError(
+            f"wait_for: no database; pass engine=, call akadze.client.configure(engine=...), "
+            f"or set {DATABASE_URL_ENV}"
+        )
+    return await wait(engine, job_id, timeout=timeout, poll_interval=poll_interval)
 
 
 def _enc_hook(obj: Any) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +30,13 @@ class RunContext:
     job: Job
     #: set once complete_tx() committed: the job as written, succeeded
     completed: Written | None = field(default=None, init=False)
+    #: True once request_cancel marked this running job. The worker refreshes it for all its
+    #: runs in one query per heartbeat interval. A task may stop early on it; the outcome rules
+    #: still decide the job's end (raising Cancel, or any error, ends it cancelled).
+    cancel_requested: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.cancel_requested = self.job.cancel_requested
 
     @asynccontextmanager
     async def complete_tx(self) -> AsyncIterator[AsyncConnection]:
@@ -69,9 +76,29 @@ def current() -> RunContext:
         raise NotInRunError() from None
 
 
+#: the runs of this process, by (id(app), job id): where cancel requests are marked
+_runs: dict[tuple[int, int], RunContext] = {}
+
+
 def enter(ctx: RunContext) -> contextvars.Token[RunContext]:
+    _runs[id(ctx.app), ctx.job.id] = ctx
     return _current.set(ctx)
 
 
 def leave(token: contextvars.Token[RunContext]) -> None:
+    ctx = _current.get()
+    if _runs.get((id(ctx.app), ctx.job.id)) is ctx:
+        del _runs[id(ctx.app), ctx.job.id]
     _current.reset(token)
+
+
+def has_runs(app: Akadze) -> bool:
+    return any(ctx.app is app for ctx in _runs.values())
+
+
+def mark_cancel_requested(app: Akadze, job_ids: Iterable[int]) -> None:
+    """Set cancel_requested on the runs of ``app`` among ``job_ids`` (the worker's refresh)."""
+    for job_id in job_ids:
+        ctx = _runs.get((id(app), job_id))
+        if ctx is not None:
+            ctx.cancel_requested = True

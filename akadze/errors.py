@@ -18,6 +18,9 @@ AkadzeError
 ├── ResultNotJson (TypeError)           a task returned a value that is not JSON
 ├── ArgsSchemaMismatch (ValueError)     a job's arguments were built against another schema
 ├── InvalidArgsError (ValueError)       a generated client refused the arguments
+├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
+├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
+├── SchemaVersionError                  the schema is older than this code: run akadze db migrate
 └── EmbeddedPostgresError (RuntimeError) the embedded dev PostgreSQL failed
 
 akadze_codegen.problems.AkadzeCodegenError (not an AkadzeError: rendering from a manifest never
@@ -181,3 +184,30 @@ class InvalidArgsError(AkadzeError, ValueError):
 
 class EmbeddedPostgresError(AkadzeError, RuntimeError):
     """The embedded PostgreSQL could not be found, started, attached to or stopped."""
+
+
+class JobNotFoundError(AkadzeError, LookupError):
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} does not exist (never enqueued here, or pruned)")
+
+
+class SchemaMissingError(AkadzeError):
+    """The database has no akadze tables: nothing was migrated there."""
+
+    def __init__(self) -> None:
+        super().__init__("the akadze schema is missing in this database: run `akadze db migrate`")
+
+
+class SchemaVersionError(AkadzeError):
+    """The database's schema is older than this code needs; a worker does not start on it."""
+
+    def __init__(self, database_version: int, code_version: int, pending: list[int]) -> None:
+        self.database_version = database_version
+        self.code_version = code_version
+        self.pending = pending
+        listed = ", ".join(f"{v:04d}" for v in pending)
+        super().__init__(
+            f"the database schema is at version {database_version} and this akadze needs version "
+            f"{code_version} (pending: {listed}): run `akadze db migrate`"
+        )

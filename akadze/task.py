@@ -22,6 +22,7 @@ from akadze.backoff import BackoffPolicy
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
+from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError
 from akadze.hooks import call
 from akadze.job import Job
@@ -303,19 +304,24 @@ async def insert_jobs(
     With a session, in the caller's transaction; otherwise in its own (autocommit when no
     on_enqueue hook needs a transaction). Generated producer clients use this too.
     """
-    session = placement.session
-    if session is not None:
-        conn = await session.connection() if isinstance(session, AsyncSession) else session
-        return await _insert(conn, new, payloads, hooks)
-    if placement.engine is None:
-        raise ConfigError("no database: pass session= or configure an engine")
-    if hooks:
-        async with placement.engine.begin() as conn:
+    try:
+        session = placement.session
+        if session is not None:
+            conn = await session.connection() if isinstance(session, AsyncSession) else session
             return await _insert(conn, new, payloads, hooks)
-    raw = placement.raw or RawConnections(placement.engine)
-    async with raw.connection() as conn:
-        # autocommit on the driver connection: one statement, no BEGIN/COMMIT
-        return await _insert(conn, new, payloads, ())
+        if placement.engine is None:
+            raise ConfigError("no database: pass session= or configure an engine")
+        if hooks:
+            async with placement.engine.begin() as conn:
+                return await _insert(conn, new, payloads, hooks)
+        raw = placement.raw or RawConnections(placement.engine)
+        async with raw.connection() as conn:
+            # autocommit on the driver connection: one statement, no BEGIN/COMMIT
+            return await _insert(conn, new, payloads, ())
+    except Exception as exc:
+        # a database never migrated: one clear error, not the driver's SQL and chain
+        raise_if_schema_missing(exc)
+        raise
 
 
 async def _insert(

@@ -212,6 +212,17 @@ class Queries:
         return row_to_job(rows[0]) if rows else None
 
     @staticmethod
+    async def mark_awaited(conn: Connection, job_id: int) -> None:
+        await _execute(conn, statement("mark_awaited"), {"id": job_id})
+
+    @staticmethod
+    async def cancel_requests(conn: Connection, worker_id: str) -> list[int]:
+        """The running jobs of ``worker_id`` that have a cancel request."""
+        return [
+            row["id"] for row in await _fetch(conn, statement("cancel_requests"), {"worker_id": worker_id})
+        ]
+
+    @staticmethod
     async def request_cancel(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
         rows = await _fetch(conn, statement("request_cancel"), {"id": job_id})
         return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None

@@ -45,6 +45,8 @@ jobs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
     Column("started_at", TIMESTAMP(timezone=True)),
     Column("finished_at", TIMESTAMP(timezone=True)),
+    # a waiter (wait_for) marked it: finishing it notifies akadze_done
+    Column("awaited", Boolean, nullable=False),
 )
 Index(
     "akadze_jobs_claim_idx",

@@ -25,6 +25,7 @@ import msgspec
 from akadze import hooks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Ended, Queries, Written
+from akadze.db.status import check_schema
 from akadze.drift import DriftLog
 from akadze.events import Event, Kind
 from akadze.job import Job, JobState
@@ -155,8 +156,10 @@ class Worker:
     async def run(self, *, burst: bool = False, handle_signals: bool = True) -> int:
         """Serve until stop() or SIGTERM/SIGINT; with ``burst``, until no ready job is left.
 
-        Returns the number of runs.
+        Returns the number of runs. Raises SchemaVersionError, before touching anything, when
+        the database's schema is older than this code (``akadze db migrate`` fixes it).
         """
+        await check_schema(self.app.engine)
         loop = asyncio.get_running_loop()
         restore = self._install_signals(loop) if handle_signals else []
         registration: dict[str, Any] = {
@@ -545,6 +548,6 @@ _rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is alway
 extra_services: list[Service] = []
 
 
-from akadze.worker import pruner, scheduler  # noqa: E402 (registered once extra_services exists)
+from akadze.worker import cancels, pruner, scheduler  # noqa: E402 (registered once extra_services exists)
 
-extra_services.extend([scheduler.scheduler_service(), pruner.pruner_service()])
+extra_services.extend([scheduler.scheduler_service(), pruner.pruner_service(), cancels.cancel_service])

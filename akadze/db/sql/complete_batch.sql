@@ -4,6 +4,9 @@
 -- and gives the attempt back (spec: a running job that raises after a cancel ends cancelled).
 -- The batch travels as one JSON array (encoded by msgspec: cheaper than eight typed arrays).
 -- Returns a slim row per job written: a job's arguments are not sent back.
+-- A finished job that a waiter marked (mark_awaited) sends its id on akadze_done; the CASE
+-- keeps every other row from notifying: jobs nobody waits for send no NOTIFY.
+WITH done AS (
 UPDATE akadze_jobs AS j
 SET
     state = CASE
@@ -53,4 +56,17 @@ FROM jsonb_to_recordset(CAST(:batch AS jsonb)) AS c(
 WHERE j.id = c.id
     AND j.run = c.run
     AND j.state = 'running'
-RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.run, j.run_at
+RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.run, j.run_at, j.awaited
+)
+SELECT
+    id,
+    task,
+    queue,
+    state,
+    attempt,
+    run,
+    run_at,
+    CASE
+        WHEN awaited AND state IN ('succeeded', 'failed', 'cancelled') THEN pg_notify('akadze_done', CAST(id AS text))
+    END AS notified
+FROM done

@@ -1,18 +1,25 @@
 -- request_cancel: a queued job ends cancelled at once; a running one is marked, and its run
 -- decides at completion (spec: Cancel). Other states and missing ids change nothing.
--- Returns the previous state with the row, for on_transition hooks.
+-- Returns the previous state with the row, for on_transition hooks. A queued job a waiter
+-- marked (mark_awaited) sends its id on akadze_done as it ends.
 WITH old AS (
     SELECT id, state
     FROM akadze_jobs
     WHERE id = :id
         AND state IN ('queued', 'running')
     FOR UPDATE
+),
+done AS (
+    UPDATE akadze_jobs AS j
+    SET
+        cancel_requested = true,
+        state = CASE WHEN old.state = 'queued' THEN 'cancelled' ELSE j.state END,
+        finished_at = CASE WHEN old.state = 'queued' THEN now() ELSE j.finished_at END
+    FROM old
+    WHERE j.id = old.id
+    RETURNING j.*, old.state AS from_state
 )
-UPDATE akadze_jobs AS j
-SET
-    cancel_requested = true,
-    state = CASE WHEN old.state = 'queued' THEN 'cancelled' ELSE j.state END,
-    finished_at = CASE WHEN old.state = 'queued' THEN now() ELSE j.finished_at END
-FROM old
-WHERE j.id = old.id
-RETURNING j.*, old.state AS from_state
+SELECT
+    *,
+    CASE WHEN awaited AND state = 'cancelled' THEN pg_notify('akadze_done', CAST(id AS text)) END AS notified
+FROM done
