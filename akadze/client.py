@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -36,7 +37,7 @@ from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, JobN
 from akadze.guard import Guard, InvalidArgsError
 from akadze.job import Job, JobState
 from akadze.stored import MAX_JSON_DEPTH, check_depth
-from akadze.task import EnqueueOptions, Enqueuer, insert_jobs
+from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
 
 __all__ = [
     "InvalidArgsError",
