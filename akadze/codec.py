@@ -31,6 +31,7 @@ from typing_extensions import TypedDict
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, ResultNotJson
 from akadze.stored import MAX_JSON_DEPTH, check_depth
 from akadze.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
+from akadze.wireschema import WireSchema
 
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
@@ -151,7 +152,7 @@ class ArgsCodec:
 
     @property
     def fingerprint(self) -> str:
-        return schema_fingerprint(self.adapter.json_schema())
+        return schema_fingerprint(self.adapter.json_schema(schema_generator=WireSchema))
 
 
 _SCALARS = frozenset({str, int, bool, type(None), bytes, Decimal, UUID, datetime, date, time, timedelta})
@@ -273,7 +274,7 @@ def build_codec(
     try:
         # the fingerprint is built from the JSON schema: a type pydantic validates but cannot
         # describe (arbitrary_types_allowed) cannot travel as JSON either
-        adapter.json_schema()
+        adapter.json_schema(schema_generator=WireSchema)
     except pydantic.PydanticUserError as exc:
         raise ConfigError(
             f"task {task_name!r}: an argument type has no JSON form ({exc}); use JSON-friendly "

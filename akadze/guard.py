@@ -9,19 +9,22 @@ decodes an equivalent (:func:`_loosen`); the worker's validation has the last wo
 
 from __future__ import annotations
 
+import decimal
 import enum
 import logging
 import types
 import typing
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import PurePath
 from typing import Annotated, Any, Literal, NotRequired, Required, Union
 
 import msgspec
 import typing_extensions
 
 from akadze.errors import InvalidArgsError
+from akadze.guard_values import STR_LIKE, Checked, Constraints, Discriminator, checked, dec_hook, str_like
 
-__all__ = ["Guard", "InvalidArgsError"]
+__all__ = ["Constraints", "Discriminator", "Guard", "InvalidArgsError"]
 
 logger = logging.getLogger("akadze.client")
 
@@ -67,7 +70,7 @@ class Guard:
         if not typing_extensions.is_typeddict(self._args_type):
             return False  # a hand-made RemoteTask without a TypedDict: names only, if any
         try:
-            return msgspec.json.Decoder(_loosen(self._args_type, set()))
+            return msgspec.json.Decoder(_loosen(self._args_type, set()), dec_hook=dec_hook)
         except Exception as exc:  # the guard must not stop an enqueue the worker would take
             logger.warning(
                 "task %r: the argument guard cannot be built (%s: %s); its arguments are "
@@ -117,7 +120,7 @@ _CONTAINERS = frozenset(
 
 def _decodable(tp: Any) -> bool:
     try:
-        msgspec.json.Decoder(tp)
+        msgspec.json.Decoder(tp, dec_hook=dec_hook)
     except Exception:  # TypeError for an unsupported type; NameError for an unresolved one
         return False
     return True
@@ -131,25 +134,20 @@ def _loosen(tp: Any, busy: set[Any]) -> Any:
     msgspec cannot tell apart merges its objects into one ``dict[str, Any]`` and its arrays
     into one ``list[Any]``; a class holding such a part is rebuilt around it; what is left
     becomes ``Any``. ``busy`` holds the classes being rebuilt (recursion)."""
-    if _decodable(tp):
+    if _decodable(tp) and not _needs_checks(tp, set()):
         return tp
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is Annotated:
-        inner = _loosen(args[0], busy)
-        annotated = Annotated[(inner, *tp.__metadata__)]  # type: ignore[valid-type]
-        return annotated if _decodable(annotated) else inner
+        return _loosened_annotated(tp, args[0], tp.__metadata__, busy)
     if origin is Literal:
         values = tuple(value.value if isinstance(value, enum.Enum) else value for value in args)
         literal = Literal[values]  # type: ignore[valid-type]
         return literal if _decodable(literal) else Any
     if origin is Union or origin is types.UnionType:
-        members = [_loosen(arg, busy) for arg in args]
-        for candidate in (members, _tagged(members, busy), _merged(members)):
-            union = Union[tuple(candidate)]  # type: ignore[valid-type]  # noqa: UP007
-            if _decodable(union):
-                return union
-        return Any
+        return _loosened_union(list(args), busy)
+    if tp is decimal.Decimal:
+        return checked(decimal.Decimal, None)
     if isinstance(tp, typing.NewType):
         return _loosen(tp.__supertype__, busy)
     if origin in _CONTAINERS and args:
@@ -158,6 +156,10 @@ def _loosen(tp: Any, busy: set[Any]) -> Any:
     cls = origin or tp
     if not isinstance(cls, type):
         return Any
+    if issubclass(cls, PurePath):
+        return str
+    if cls in STR_LIKE:
+        return str_like((cls,))
     if tp in busy:
         return _stand_in(tp)  # a recursive reference: checked one level less deep
     busy.add(tp)
@@ -204,38 +206,104 @@ def _loosened_struct(
     )
 
 
-def _literal_fields(tp: Any) -> dict[str, str | int]:
-    """The fields of Struct ``tp`` typed with one literal value that is also their default
-    (how a mirror spells a discriminated union's tag), by wire name."""
-    found: dict[str, str | int] = {}
-    for info in msgspec.structs.fields(tp):
-        values = typing.get_args(info.type) if typing.get_origin(info.type) is Literal else ()
-        if len(values) == 1 and type(values[0]) in (str, int) and info.default == values[0]:
-            found[info.encode_name] = values[0]
-    return found
+def _loosened_annotated(tp: Any, base: Any, metadata: tuple[Any, ...], busy: set[Any]) -> Any:
+    """An annotated type: a :class:`Discriminator`'s union as a msgspec tagged union, a
+    :class:`Constraints`' type as its checked stand-in, msgspec's own metadata kept."""
+    marker = next((m for m in metadata if isinstance(m, Discriminator)), None)
+    limits = next((m for m in metadata if isinstance(m, Constraints)), None)
+    others = tuple(m for m in metadata if not isinstance(m, Discriminator | Constraints))
+    if marker is not None and typing.get_origin(base) in (Union, types.UnionType):
+        members = [_loosen(arg, busy) for arg in typing.get_args(base)]
+        tagged = _tagged(members, marker.field, busy)
+        if tagged is not None:
+            union = Union[tuple(tagged)]  # type: ignore[valid-type]  # noqa: UP007
+            if _decodable(union):
+                return union
+    if limits is not None:
+        target = Annotated[(base, *others)] if others else base
+        stand_in = checked(base, limits, target)
+        if stand_in is not None:
+            return stand_in
+    inner = _loosen(base, busy)
+    if not others:
+        return inner
+    annotated = Annotated[(inner, *others)]  # type: ignore[valid-type]
+    return annotated if _decodable(annotated) else inner
 
 
-def _tagged(members: list[Any], busy: set[Any]) -> list[Any]:
-    """A union's untagged Structs made tagged Structs, when one literal field (a pydantic
-    discriminator's mirror) tells them apart: msgspec then decodes the union exactly."""
+def _loosened_union(args: list[Any], busy: set[Any]) -> Any:
+    """A union: a ``str`` with the IP types the mirror also takes becomes one checked string;
+    then its members loosened, as they are if msgspec decodes them as a union, else with
+    checked stand-ins made plain, else with objects and arrays merged; else ``Any``."""
+    parsers = tuple(a for a in args if a in STR_LIKE)
+    if parsers and str in args:
+        args = [a for a in args if a not in parsers and a is not str]
+        args.insert(0, str_like(parsers))
+    if str in args:
+        args = [a for a in args if not (isinstance(a, type) and issubclass(a, PurePath))]
+    members = [_loosen(arg, busy) for arg in args]
+    plain = [m.plain if isinstance(m, type) and issubclass(m, Checked) else m for m in members]
+    for candidate in (members, plain, _merged(plain)):
+        union = Union[tuple(dict.fromkeys(candidate))]  # type: ignore[valid-type]  # noqa: UP007
+        if _decodable(union):
+            return union
+    return Any
+
+
+def _tagged(members: list[Any], field: str, busy: set[Any]) -> list[Any] | None:
+    """A discriminated union's Structs made msgspec tagged Structs on ``field`` (its wire
+    name), each with its one tag value; None when a member cannot be (a tag literal with two
+    values, a member that is no Struct)."""
     structs = [m for m in members if _is_object(m) and issubclass(typing.get_origin(m) or m, msgspec.Struct)]
-    if len(structs) < 2 or any((typing.get_origin(m) or m).__struct_config__.tag_field for m in structs):
-        return members
+    if len(structs) != len([m for m in members if m is not type(None)]):
+        return None
+    tags: list[str | int] = []
+    for member in structs:
+        if (typing.get_origin(member) or member).__struct_config__.tag_field:
+            return None
+        found = [info for info in msgspec.structs.fields(member) if info.encode_name == field]
+        literal = found[0].type if found else None
+        values = typing.get_args(literal) if typing.get_origin(literal) is Literal else ()
+        if len(values) != 1 or type(values[0]) not in (str, int):
+            return None
+        tags.append(values[0])
+    if len(set(tags)) != len(tags) or len({type(v) for v in tags}) != 1:
+        return None
+    by_id = dict(zip(map(id, structs), tags, strict=True))
+    return [
+        _loosened_struct(m, typing.get_origin(m) or m, busy, (field, by_id[id(m)])) if id(m) in by_id else m
+        for m in members
+    ]
+
+
+def _needs_checks(tp: Any, seen: set[int]) -> bool:
+    """Whether ``tp`` holds anything the guard checks through a stand-in (a Decimal, a marker,
+    an IP type), so that a type msgspec decodes as it is must still be rebuilt."""
+    if id(tp) in seen:
+        return False
+    seen.add(id(tp))
+    if tp is decimal.Decimal or tp in STR_LIKE:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        if any(isinstance(m, Discriminator | Constraints) for m in tp.__metadata__):
+            return True
+        return _needs_checks(typing.get_args(tp)[0], seen)
+    args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+    if origin is not None and any(_needs_checks(a, seen) for a in args):
+        return True
+    cls = origin or tp
+    if not isinstance(cls, type):
+        return False
     try:
-        literals = [_literal_fields(m) for m in structs]
+        if issubclass(cls, msgspec.Struct):
+            return any(_needs_checks(info.type, seen) for info in msgspec.structs.fields(tp))
+        if typing_extensions.is_typeddict(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields")):
+            hints = typing.get_type_hints(cls, include_extras=True).values()
+            return any(_needs_checks(hint, seen) for hint in hints)
     except Exception:
-        return members
-    for name in sorted(set.intersection(*(set(found) for found in literals))):
-        values = [found[name] for found in literals]
-        if len(set(values)) == len(values) and len({type(v) for v in values}) == 1:
-            tags = dict(zip(map(id, structs), values, strict=True))
-            return [
-                _loosened_struct(m, typing.get_origin(m) or m, busy, (name, tags[id(m)]))
-                if id(m) in tags
-                else m
-                for m in members
-            ]
-    return members
+        return False
+    return False
 
 
 def _loosened_typeddict(cls: type, busy: set[Any]) -> Any:

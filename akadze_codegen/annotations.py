@@ -7,6 +7,8 @@ name does shadow is spelled ``_b.list`` (``import builtins as _b``).
 
 from __future__ import annotations
 
+import decimal
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,13 +24,15 @@ IMPORTS: dict[str, str] = {
     "_dt": "datetime",
     "_decimal": "decimal",
     "_enum": "enum",
+    "_ipaddress": "ipaddress",
+    "_pathlib": "pathlib",
     "_t": "typing",
     "_uuid": "uuid",
     "_msgspec": "msgspec",
     "_rt": "akadze.client",
 }
 #: aliases of the standard library (the first import group); the rest are third party
-STDLIB = frozenset({"_abc", "_b", "_dt", "_decimal", "_enum", "_t", "_uuid"})
+STDLIB = frozenset({"_abc", "_b", "_dt", "_decimal", "_enum", "_ipaddress", "_pathlib", "_t", "_uuid"})
 
 _PRIMS: dict[str, str] = {
     "any": "_t.Any",
@@ -44,6 +48,36 @@ _PRIMS: dict[str, str] = {
     "time": "_dt.time",
     "timedelta": "_dt.timedelta",
     "uuid": "_uuid.UUID",
+}
+#: str on the wire; the mirror takes a str or these (the client encodes them with str())
+_STR_LIKE: dict[str, tuple[str, ...]] = {
+    "path": ("_pathlib.PurePath",),
+    "ipv4address": ("_ipaddress.IPv4Address",),
+    "ipv6address": ("_ipaddress.IPv6Address",),
+    "ipaddress": ("_ipaddress.IPv4Address", "_ipaddress.IPv6Address"),
+    "ipv4network": ("_ipaddress.IPv4Network",),
+    "ipv6network": ("_ipaddress.IPv6Network",),
+    "ipnetwork": ("_ipaddress.IPv4Network", "_ipaddress.IPv6Network"),
+    "ipv4interface": ("_ipaddress.IPv4Interface",),
+    "ipv6interface": ("_ipaddress.IPv6Interface",),
+    "ipinterface": ("_ipaddress.IPv4Interface", "_ipaddress.IPv6Interface"),
+}
+#: the constraints msgspec.Meta carries, by the type they constrain; the others are rendered
+#: as akadze.client.Constraints
+_META_KEYS: dict[str, frozenset[str]] = {
+    "int": frozenset({"gt", "ge", "lt", "le", "multiple_of"}),
+    "float": frozenset({"gt", "ge", "lt", "le", "multiple_of"}),
+    "str": frozenset({"pattern", "min_length", "max_length"}),
+    "bytes": frozenset({"min_length", "max_length"}),
+    "datetime": frozenset({"tz"}),
+    "time": frozenset({"tz"}),
+}
+#: how a bound given as text is written back as a value of its type
+_BOUND_EXPR: dict[str, str] = {
+    "decimal": "_decimal.Decimal",
+    "date": "_dt.date.fromisoformat",
+    "datetime": "_dt.datetime.fromisoformat",
+    "time": "_dt.time.fromisoformat",
 }
 _BUILTINS = frozenset({"bool", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"})
 _SEQ = {"list": "list", "set": "set", "frozenset": "frozenset", "sequence": "_abc.Sequence"}
@@ -62,18 +96,31 @@ class Scope:
     #: hoisted annotations: (alias name, its definition line(s)), in dependency order
     aliases: list[tuple[str, str]] = field(default_factory=list)
     _hoisted: dict[bytes, ir.Ref] = field(default_factory=dict)
+    #: names the module defines or imports otherwise, which an alias must not take
+    taken: set[str] = field(default_factory=set)
+    #: the longest alias name (emit tries shorter ones while a line does not fit)
+    name_limit: int = 30
 
-    def hoist(self, node: ir.TypeNode) -> ir.Ref:
-        """A module-level ``_AliasN: TypeAlias = <node>`` that fits on one line."""
+    def hoist(self, node: ir.TypeNode, hint: str = "", limit: int = 0) -> ir.Ref:
+        """A module-level ``Name: TypeAlias = <node>`` that fits on one line, named after what
+        it types (``hint``: ``PaymentsPayAmount`` for the parameter ``amount`` of the task
+        ``payments.pay``, ``PriceAmount`` for the field ``amount`` of ``Price``; a part of one
+        gets a suffix: ``...Item``, ``...Key``, ``...Value``, ``...Choice2``); at most ``limit``
+        characters where the place it is used has no more room."""
         key = msgspec.json.encode(node)  # the same type hoisted twice is one alias
         known = self._hoisted.get(key)
         if known is not None:
             return known
-        name = f"{ALIAS_PREFIX}{len(self._hoisted) + 1}"
+        name = base = _alias_name(hint, min(limit, self.name_limit) if limit > 0 else self.name_limit)
+        n = 1
+        while name in self.taken or keyword.iskeyword(name):
+            n += 1
+            name = f"{base}{n}"
+        self.taken.add(name)
         self._hoisted[key] = ir.Ref(name)
         head = f"{name}: _t.TypeAlias = "
         self.imports.add("_t")
-        fitted = fit(node, self, nodes.LINE_LENGTH - len(head))
+        fitted = fit(node, self, nodes.LINE_LENGTH - len(head), hint or name)
         self.aliases.append((name, alias_line(name, fitted, self)))
         return self._hoisted[key]
 
@@ -90,6 +137,8 @@ class Scope:
 def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
     """The annotation expression of ``node`` in ``scope``."""
     if isinstance(node, ir.Prim):
+        if node.name in _STR_LIKE:
+            return nodes.union([scope.name("str"), *(scope.name(n) for n in _STR_LIKE[node.name])])
         return scope.name(_PRIMS[node.name])
     if isinstance(node, ir.Seq):
         if node.kind == "tuple":
@@ -102,7 +151,11 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
         base = scope.name("_abc.Mapping" if node.mapping else "dict")
         return nodes.subscript(base, [annotation(node.key, scope), annotation(node.value, scope)])
     if isinstance(node, ir.Union):
-        return nodes.union([annotation(m, scope) for m in node.members])
+        members = _union_members(node, scope)
+        if node.discriminator is None:
+            return members
+        marker = nodes.call(scope.name("_rt.Discriminator"), [nodes.string(node.discriminator)])
+        return nodes.subscript(scope.name("_t.Annotated"), [members, marker])
     if isinstance(node, ir.Lit):
         values: list[ir.LiteralValue] = [v for v in node.values if v is not None]
         if len(values) == len(node.values):
@@ -118,7 +171,70 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
         return nodes.subscript(base, [annotation(a, scope) for a in node.args])
     if isinstance(node, ir.Var):
         return nodes.dotted(node.name)
-    return nodes.subscript(scope.name("_t.Annotated"), [annotation(node.type, scope), meta(node.meta, scope)])
+    kind: str = node.type.name if isinstance(node.type, ir.Prim) else "seq"
+    keys = _META_KEYS.get(kind, frozenset({"min_length", "max_length"}) if kind == "seq" else frozenset())
+    given = {k: v for k, v in msgspec.structs.asdict(node.meta).items() if v is not None}
+    items = [annotation(node.type, scope)]
+    if any(k in keys for k in given):
+        items.append(meta(ir.Constraints(**{k: v for k, v in given.items() if k in keys}), scope))
+    others = {k: v for k, v in given.items() if k not in keys}
+    if others:
+        items.append(_checks(kind, others, scope))
+    return nodes.subscript(scope.name("_t.Annotated"), items)
+
+
+def _union_members(node: ir.Union, scope: Scope) -> cst.BaseExpression:
+    """``A | B``, each spelling once (two str-like members both take ``str``)."""
+    parts: list[cst.BaseExpression] = []
+    seen: set[str] = set()
+    for member in node.members:
+        expr = annotation(member, scope)
+        pieces = _split_union(expr)
+        for piece in pieces:
+            text = nodes.code(piece)
+            if text not in seen:
+                seen.add(text)
+                parts.append(piece)
+    return nodes.union(parts)
+
+
+def _split_union(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
+        return [*_split_union(expr.left), *_split_union(expr.right)]
+    return [expr]
+
+
+def _checks(base: str, given: dict[str, object], scope: Scope) -> cst.Call:
+    """``akadze.client.Constraints(...)``: what pydantic enforces and msgspec.Meta cannot say."""
+    kwargs: list[tuple[str, cst.BaseExpression]] = []
+    for key, value in given.items():
+        if isinstance(value, str) and key in ("gt", "ge", "lt", "le", "multiple_of"):
+            if base == "timedelta":
+                expr: cst.BaseExpression = nodes.call(scope.name("_dt.timedelta"), kwargs=_duration(value))
+            elif base == "decimal" and value.lstrip("-").isdigit():
+                expr = nodes.call(scope.name("_decimal.Decimal"), [nodes.literal(int(value))])
+            else:
+                expr = nodes.call(scope.name(_BOUND_EXPR.get(base, "str")), [nodes.string(value)])
+        elif isinstance(value, bool | int | str):
+            expr = nodes.literal(value)
+        elif isinstance(value, float):
+            expr = nodes.number(value)
+        else:
+            continue
+        kwargs.append((key, expr))
+    return nodes.call(scope.name("_rt.Constraints"), kwargs=kwargs)
+
+
+def _duration(text: str) -> list[tuple[str, cst.BaseExpression]]:
+    """A duration given in the manifest as seconds (a decimal string) as ``timedelta``
+    arguments, exactly: ``days=30``, ``seconds=90``, ``microseconds=5``."""
+    total = round(decimal.Decimal(text) * 10**6)
+    sign = -1 if total < 0 else 1
+    days, rest = divmod(abs(total), 86400 * 10**6)
+    seconds, micros = divmod(rest, 10**6)
+    parts = [("days", days), ("seconds", seconds), ("microseconds", micros)]
+    kept = [(name, nodes.literal(sign * value)) for name, value in parts if value]
+    return kept or [("seconds", nodes.literal(0))]
 
 
 def literal_value(value: ir.LiteralValue, scope: Scope) -> cst.BaseExpression:
@@ -145,6 +261,8 @@ def meta(constraints: ir.Constraints, scope: Scope) -> cst.Call:
 def referenced_names(node: ir.TypeNode) -> set[str]:
     """Bare names an annotation of ``node`` mentions (to find what a class field would shadow)."""
     if isinstance(node, ir.Prim):
+        if node.name in _STR_LIKE:
+            return {"str"} | {name.split(".", 1)[0] for name in _STR_LIKE[node.name]}
         return {_PRIMS[node.name].split(".", 1)[0]}
     if isinstance(node, ir.Seq):
         return {_SEQ.get(node.kind, "tuple").split(".", 1)[0]} | referenced_names(node.item)
@@ -154,14 +272,15 @@ def referenced_names(node: ir.TypeNode) -> set[str]:
         head = "_abc" if node.mapping else "dict"
         return {head} | referenced_names(node.key) | referenced_names(node.value)
     if isinstance(node, ir.Union):
-        return set().union(*(referenced_names(m) for m in node.members))
+        tagged = {"_t", "_rt"} if node.discriminator is not None else set()
+        return tagged.union(*(referenced_names(m) for m in node.members))
     if isinstance(node, ir.Lit):
         return {"_t"} | {v.enum for v in node.values if isinstance(v, ir.EnumMember)}
     if isinstance(node, ir.Ref):
         return {node.name}.union(*(referenced_names(a) for a in node.args))
     if isinstance(node, ir.Var):
         return {node.name}
-    return {"_t", "_msgspec"} | referenced_names(node.type)
+    return {"_t", "_msgspec", "_rt", "_dt", "_decimal"} | referenced_names(node.type)
 
 
 def refs(node: ir.TypeNode) -> set[str]:
@@ -183,19 +302,21 @@ def refs(node: ir.TypeNode) -> set[str]:
     return set()
 
 
-def field_annotation(node: ir.TypeNode, scope: Scope, prefix: str, suffix: str = "", wrap: str = "") -> str:
+def field_annotation(
+    node: ir.TypeNode, scope: Scope, prefix: str, suffix: str = "", wrap: str = "", hint: str = ""
+) -> str:
     """The annotation text for a line ``prefix + annotation + suffix`` that fits: ``wrap`` is an
-    outer ``X[...]`` (NotRequired) that cannot go into an alias."""
+    outer ``X[...]`` (NotRequired) that cannot go into an alias; ``hint`` names the aliases."""
     extra = len(wrap) + 2 if wrap else 0
     budget = nodes.LINE_LENGTH - len(prefix) - len(suffix) - extra
-    fitted = fit(node, scope, budget)
+    fitted = fit(node, scope, budget, hint)
     if _width(fitted, scope) > budget and _children(fitted):
-        fitted = scope.hoist(fitted)
+        fitted = scope.hoist(fitted, hint, budget - 2)
     text = nodes.code(annotation(fitted, scope))
     return f"{wrap}[{text}]" if wrap else text
 
 
-def fit(node: ir.TypeNode, scope: Scope, budget: int) -> ir.TypeNode:
+def fit(node: ir.TypeNode, scope: Scope, budget: int, hint: str = "") -> ir.TypeNode:
     """``node`` with its largest parts hoisted into module-level aliases until its annotation
     fits in ``budget`` columns. Keeping every line within ruff's default length is what makes
     the output formatter-stable; ruff's own ways of splitting long annotations are not."""
@@ -207,32 +328,76 @@ def fit(node: ir.TypeNode, scope: Scope, budget: int) -> ir.TypeNode:
         if _width(current, scope) <= budget:
             return current
         if _children(children[index]) or isinstance(children[index], ir.Lit):
-            current = _with_child(current, index, scope.hoist(children[index]))
+            room = budget - (_width(current, scope) - _width(children[index], scope)) - 2
+            part = scope.hoist(children[index], f"{hint}|{_part_name(node, index)}", room)
+            current = _with_child(current, index, part)
     if _width(current, scope) <= budget:
         return current
-    if isinstance(current, ir.Union) and len(current.members) > 2:
+    if isinstance(current, ir.Union) and len(current.members) > 2 and current.discriminator is None:
         half = len(current.members) // 2
         first, second = ir.Union(current.members[:half]), ir.Union(current.members[half:])
-        return fit(ir.Union([scope.hoist(first), scope.hoist(second)]), scope, budget)
+        halves: list[ir.TypeNode] = [scope.hoist(first, f"{hint}|First"), scope.hoist(second, f"{hint}|Rest")]
+        return fit(ir.Union(halves), scope, budget, hint)
     return current
+
+
+def _part_name(node: ir.TypeNode, index: int) -> str:
+    """What a hoisted part of ``node`` is called after the whole: ``Item``, ``Key``, ..."""
+    if isinstance(node, ir.Seq):
+        return "Item"
+    if isinstance(node, ir.Dict):
+        return ("Key", "Value")[index]
+    if isinstance(node, ir.Tuple):
+        return f"Item{index + 1}"
+    if isinstance(node, ir.Union):
+        optional = (ir.Prim("none"), ir.Ref("_msgspec.UnsetType"))
+        others = [m for i, m in enumerate(node.members) if i != index]
+        return "" if all(m in optional for m in others) else f"Choice{index + 1}"
+    if isinstance(node, ir.Ref):
+        return f"Arg{index + 1}"
+    return "Base"
+
+
+#: the longest alias names tried, longest first: a module is rendered with the first that keeps
+#: every line within ruff's default length (a long name makes the lines that use it longer)
+ALIAS_NAME_LIMITS = (30, 20, 12, 6)
+
+
+def alias_hint(owner: str, name: str) -> str:
+    """``("PaymentsPay", "amount")`` -> ``PaymentsPay|Amount``: the owner (a task's class, a
+    mirror) and the CamelCase of the field, apart for :func:`_alias_name`."""
+    return owner + "|" + "".join(p[:1].upper() + p[1:] for p in name.split("_") if p)
+
+
+def _alias_name(hint: str, limit: int = ALIAS_NAME_LIMITS[0]) -> str:
+    """``PaymentsPay|Amount|Item`` -> ``PaymentsPayAmountItem``; when that is too long (an
+    alias's name makes its own definition line longer), ``AmountItem``, then the field's part
+    cut short before its suffixes."""
+    owner, field, *suffixes = [*hint.split("|"), ""] if "|" in hint else ["", hint or "Alias"]
+    tail = "".join(suffixes)
+    limit = max(limit, 6)
+    for name in (owner + field + tail, field + tail):
+        if name and len(name) <= limit:
+            return name
+    if len(tail) > limit - 4:
+        tail = ""
+    return (field or owner)[: limit - len(tail)] + tail
 
 
 def alias_line(name: str, node: ir.TypeNode, scope: Scope) -> str:
     """``name: _t.TypeAlias = <node>``, exploded with a magic trailing comma when too long."""
     head = f"{name}: _t.TypeAlias = "
-    text = nodes.code(annotation(node, scope))
-    if nodes.fits(head + text) or not isinstance(node, ir.Lit | ir.Tuple | ir.Dict | ir.Ref):
+    expr = annotation(node, scope)
+    text = nodes.code(expr)
+    if nodes.fits(head + text):
         return head + text
-    base = text[: text.index("[")]
-    if isinstance(node, ir.Lit):
-        items = [nodes.code(literal_value(v, scope)) for v in node.values]
-    else:
-        items = [nodes.code(annotation(child, scope)) for child in _children(node)]
+    if not isinstance(expr, cst.Subscript) or len(expr.slice) < 2:
+        return head + text  # ruff joins a one-item subscript at a longer line length
+    base = nodes.code(expr.value)
+    items = [
+        nodes.code(element.slice.value) for element in expr.slice if isinstance(element.slice, cst.Index)
+    ]
     return nodes.exploded(f"{head}{base}[", items, "]")
-
-
-#: hoisted annotations are named _Alias1, _Alias2, ... in the order they are made
-ALIAS_PREFIX = "_Alias"
 
 
 def _width(node: ir.TypeNode, scope: Scope) -> int:
@@ -265,7 +430,7 @@ def _with_child(node: ir.TypeNode, index: int, child: ir.TypeNode) -> ir.TypeNod
     if isinstance(node, ir.Dict):
         return ir.Dict(children[0], children[1], node.mapping)
     if isinstance(node, ir.Union):
-        return ir.Union(children)
+        return ir.Union(children, node.discriminator)
     if isinstance(node, ir.Ref):
         return ir.Ref(node.name, children)
     if isinstance(node, ir.Annotated):

@@ -8,6 +8,7 @@ flattened, NewTypes unwrapped, generic definitions bound to their arguments, rec
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -38,8 +39,13 @@ class Change:
 
 
 _NUMBERS = {"int": 0, "float": 1, "decimal": 1}
+#: names of types that are a JSON string the worker parses (ir.PrimName)
+_STRINGS = frozenset(
+    {"str", "path", "ipv4address", "ipv6address", "ipaddress", "ipv4network", "ipv6network", "ipnetwork"}
+    | {"ipv4interface", "ipv6interface", "ipinterface"}
+)
 _LOWER = ("gt", "ge", "min_length")
-_UPPER = ("lt", "le", "max_length")
+_UPPER = ("lt", "le", "max_length", "max_digits", "decimal_places")
 _EXACT = ("multiple_of", "pattern", "tz")
 
 #: a literal's wire value, kept apart by kind so that True and 1 differ
@@ -133,7 +139,9 @@ class TypeComparison:
         (o, om), (n, nm) = old, new
         changes = _constraints(om, nm, where)
         if isinstance(o, ir.Prim) and isinstance(n, ir.Prim):
-            if o.name != n.name:
+            # a manifest from before IP addresses and paths had their own names said "str"
+            respelled = "str" in (o.name, n.name) and {o.name, n.name} <= _STRINGS
+            if o.name != n.name and not respelled:
                 widened = o.name in _NUMBERS and _NUMBERS[o.name] < _NUMBERS.get(n.name, -1)
                 verdict: Verdict = "safe" if widened else "breaking"
                 label = "widened" if widened else "changed"
@@ -300,7 +308,7 @@ class TypeComparison:
 
     def _family(self, node: ir.TypeNode, side: int) -> str:
         if isinstance(node, ir.Prim):
-            return "number" if node.name in _NUMBERS else node.name
+            return "number" if node.name in _NUMBERS else "str" if node.name in _STRINGS else node.name
         if isinstance(node, ir.Seq | ir.Tuple):
             return "array"
         if isinstance(node, ir.Dict):
@@ -372,11 +380,23 @@ def _constraints(old: ir.Constraints | None, new: ir.Constraints | None, where: 
         elif key in _EXACT:
             changes.append(Change("breaking", where, f"constraint changed: {key} {a!r} -> {b!r}", topic=key))
         else:
-            tighter = b > a if key in _LOWER else b < a
+            ob, oa = _order(b), _order(a)
+            if type(ob) is not type(oa):
+                ob, oa = str(b), str(a)
+            tighter = ob > oa if key in _LOWER else ob < oa  # type: ignore[operator]
             verdict: Verdict = "breaking" if tighter else "safe"
             label = "tightened" if tighter else "loosened"
             changes.append(Change(verdict, where, f"constraint {label}: {key} {a!r} -> {b!r}", topic=key))
     return changes
+
+
+def _order(bound: object) -> decimal.Decimal | str:
+    """A bound as a comparable value: numbers and the manifest's decimal strings (a Decimal's
+    bound, a duration's seconds) as Decimals; ISO dates and times as their text."""
+    try:
+        return decimal.Decimal(str(bound))
+    except decimal.InvalidOperation:
+        return str(bound)
 
 
 def describe(node: ir.TypeNode) -> str:

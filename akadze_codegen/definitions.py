@@ -39,8 +39,9 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
                 )
             continue
         annotation: Any = info.annotation
-        if info.metadata:
-            annotation = typing.Annotated[(annotation, *info.metadata)]
+        metadata = [*info.metadata, *([info] if info.discriminator is not None else [])]
+        if metadata:
+            annotation = typing.Annotated[(annotation, *metadata)]
         node = walker.walk(annotation, here)
         if mentions(node, ir.Prim("bytes")) and config.get("val_json_bytes") != "base64":
             walker.problem(
@@ -68,6 +69,7 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
         source="pydantic",
         fields=fields,
         type_params=[typevar_name(p) for p in params],
+        forbid_unknown=config.get("extra") == "forbid",
     )
 
 
@@ -105,8 +107,9 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
         here = f"{key}.{name}"
         info = pydantic_fields.get(name)
         annotation: Any = hints.get(name, Any)
-        if info is not None and info.metadata:
-            annotation = typing.Annotated[(info.annotation, *info.metadata)]
+        if info is not None and (info.metadata or info.discriminator is not None):
+            extra = [info] if info.discriminator is not None else []
+            annotation = typing.Annotated[(info.annotation, *info.metadata, *extra)]
         node = walker.walk(annotation, here)
         has_default = field.default is not dataclasses.MISSING or (
             field.default_factory is not dataclasses.MISSING
@@ -124,12 +127,14 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
             )
         )
     params = getattr(cls, "__parameters__", ())
+    config = getattr(cls, "__pydantic_config__", None) or {}
     return ir.StructDef(
         name="",
         origin=key,
         source="dataclass",
         fields=fields,
         type_params=[typevar_name(p) for p in params],
+        forbid_unknown=config.get("extra") == "forbid",
     )
 
 

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import libcst as cst
 
 from akadze_codegen import nodes, signature as ir
 from akadze_codegen.annotations import (
+    ALIAS_NAME_LIMITS,
     IMPORTS,
     STDLIB,
     Scope,
+    alias_hint,
     annotation,
     field_annotation,
     literal_value,
@@ -52,7 +55,8 @@ def render(manifest: ir.Manifest) -> dict[str, bytes]:
     for task in manifest.tasks:
         by_client.setdefault(task.client, []).append(task)
     for module in manifest.modules:
-        body = _task_module(
+        body = _shortest_fitting(
+            _task_module,
             manifest,
             f"Producer clients of the tasks that ``{module.module}`` registers.",
             by_client.get(module.client, []),
@@ -62,9 +66,9 @@ def render(manifest: ir.Manifest) -> dict[str, bytes]:
     init_doc = f"Typed producer clients of ``{manifest.app}``."
     submodules = [m.client for m in manifest.modules]
     files["__init__.py"] = _finish(
-        manifest, _task_module(manifest, init_doc, by_client.get(None, []), submodules)
+        manifest, _shortest_fitting(_task_module, manifest, init_doc, by_client.get(None, []), submodules)
     )
-    files[f"{TYPES_MODULE}.py"] = _finish(manifest, _types_module(manifest))
+    files[f"{TYPES_MODULE}.py"] = _finish(manifest, _shortest_fitting(_types_module, manifest))
     files["py.typed"] = b""
     files[MANIFEST_FILE] = ir.encode_manifest(manifest)
     return dict(sorted(files.items()))
@@ -80,10 +84,29 @@ def _finish(manifest: ir.Manifest, body: str) -> bytes:
 # -- _types.py -----------------------------------------------------------------------------
 
 
-def _types_module(manifest: ir.Manifest) -> str:
+def _shortest_fitting(build: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    """A module rendered with the longest alias names that keep its lines as short as the
+    shortest names do (``PaymentsPayAmount`` where it fits; ``Amount``, then shorter, where a
+    long field or task name leaves no room)."""
+    best: tuple[int, str] | None = None
+    for limit in ALIAS_NAME_LIMITS:
+        text = build(*args, **kwargs, name_limit=limit)
+        # a line too long, or a value wrapped in parentheses (which ruff unwraps at a longer
+        # line length): the fallbacks _struct_field takes when an alias name is too long
+        long_lines = sum(not nodes.fits(line) or line.endswith(" = (") for line in text.splitlines())
+        if long_lines == 0:
+            return text
+        if best is None or long_lines < best[0]:
+            best = (long_lines, text)
+    assert best is not None
+    return best[1]
+
+
+def _types_module(manifest: ir.Manifest, name_limit: int) -> str:
     names = {d.name for d in manifest.types}
-    scope = Scope(shadowed=frozenset(names & _BUILTIN_NAMES))
+    scope = Scope(shadowed=frozenset(names & _BUILTIN_NAMES), taken={*names, *IMPORTS}, name_limit=name_limit)
     typevars = sorted({p for d in manifest.types if isinstance(d, ir.StructDef) for p in d.type_params})
+    scope.taken.update(typevars)
     blocks: list[str] = []
     if typevars:
         scope.imports.add("_t")
@@ -185,17 +208,20 @@ def _struct(definition: ir.StructDef, scope: Scope) -> str:
     if definition.type_params:
         scope.imports.add("_t")
         bases.append(f"_t.Generic[{', '.join(definition.type_params)}]")
-    header = f"class {definition.name}({', '.join(bases)}, kw_only=True):\n"
+    options = "kw_only=True, forbid_unknown_fields=True" if definition.forbid_unknown else "kw_only=True"
+    header = f"class {definition.name}({', '.join(bases)}, {options}):\n"
+    if not nodes.fits(header.rstrip()):
+        header = nodes.exploded(f"class {definition.name}(", [*bases, *options.split(", ")], "):") + "\n"
     lines = [header, _docstring(f"Mirror of ``{definition.origin}`` ({definition.source}).")]
     if definition.fields:
         lines.append("\n")
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
         lines.append(_default_comment(f))
-        lines.append(_struct_field(f, name, scope))
+        lines.append(_struct_field(f, name, scope, alias_hint(definition.name, f.name)))
     return "".join(lines)
 
 
-def _struct_field(f: ir.Field, name: str, scope: Scope) -> str:
+def _struct_field(f: ir.Field, name: str, scope: Scope, hint: str) -> str:
     """One field line, short enough for ruff to leave alone (see annotations.fit)."""
     node = f.type
     if f.literal_default and isinstance(f.type, ir.Lit):
@@ -210,13 +236,13 @@ def _struct_field(f: ir.Field, name: str, scope: Scope) -> str:
         if name != f.wire:
             value = f"_msgspec.field(default=_msgspec.UNSET, name={_q(f.wire)})"
     suffix = f" = {value}" if value else ""
-    ann = field_annotation(node, scope, f"    {name}: ", suffix)
+    ann = field_annotation(node, scope, f"    {name}: ", suffix, hint=hint)
     line = f"    {name}: {ann}{suffix}"
     if nodes.fits(line) or not value:
         return line + "\n"
     # still too long: one alias for the whole annotation, then the value split as ruff splits
     # it (with a magic trailing comma, so that a longer line length keeps it split)
-    ann = nodes.code(annotation(scope.hoist(node), scope))
+    ann = nodes.code(annotation(scope.hoist(node, hint), scope))
     line = f"    {name}: {ann}{suffix}"
     if nodes.fits(line):
         return line + "\n"
@@ -250,14 +276,15 @@ def _typeddict(definition: ir.TypedDictDef, scope: Scope) -> str:
 
 
 def _typeddict_class(
-    name: str, doc: str, fields: Sequence[ir.Field] | Sequence[ir.Param], scope: Scope
+    name: str, doc: str, fields: Sequence[ir.Field] | Sequence[ir.Param], scope: Scope, owner: str = ""
 ) -> str:
     lines = [f"class {name}(_t.TypedDict):\n", _docstring(doc)]
     if fields:
         lines.append("\n")
     for f in fields:
         wrap = "" if f.required else "_t.NotRequired"
-        ann = field_annotation(f.type, scope, f"    {f.name}: ", wrap=wrap)
+        hint = alias_hint(owner or name, f.name)
+        ann = field_annotation(f.type, scope, f"    {f.name}: ", wrap=wrap, hint=hint)
         lines.append(_default_comment(f))
         lines.append(f"    {f.name}: {ann}\n")
     return "".join(lines)
@@ -272,7 +299,8 @@ def _namedtuple(definition: ir.NamedTupleDef, scope: Scope) -> str:
     if definition.fields:
         lines.append("\n")
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
-        lines.append(f"    {name}: {field_annotation(f.type, scope, f'    {name}: ')}\n")
+        hint = alias_hint(definition.name, f.name)
+        lines.append(f"    {name}: {field_annotation(f.type, scope, f'    {name}: ', hint=hint)}\n")
     return "".join(lines)
 
 
@@ -284,6 +312,7 @@ def _task_module(
     doc: str,
     tasks: Sequence[ir.TaskSignature],
     submodules: Sequence[str],
+    name_limit: int,
 ) -> str:
     defined: set[str] = set(submodules)
     for task in tasks:
@@ -301,6 +330,8 @@ def _task_module(
     scope = Scope(
         ref=lambda name: f"_ty.{name}" if name in qualified else name,
         shadowed=frozenset(defined & _BUILTIN_NAMES),
+        taken={*defined, *reexport, *IMPORTS, "_ty"},
+        name_limit=name_limit,
     )
     blocks: list[str] = []
     for task in tasks:
@@ -365,7 +396,7 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     scope.imports |= {"_t", "_rt"}
     cls = class_name(task.attr)
     args = f"{cls}Args"
-    args_block = _typeddict_class(args, f"Arguments of task ``{task.name}``.", task.params, scope)
+    args_block = _typeddict_class(args, f"Arguments of task ``{task.name}``.", task.params, scope, owner=cls)
     summary = f"Task ``{task.name}`` on queue ``{task.queue}``."
     if task.doc:
         summary = f"{summary[:-1]}: {task.doc}"
@@ -409,7 +440,7 @@ def _aliases(scope: Scope, body: str) -> str:
     for name, text in reversed(scope.aliases):
         if re.search(rf"\b{name}\b", used_text):
             kept.append(text)
-            used_text += text
+            used_text += "\n" + text
     return "".join(f"{text}\n" for text in reversed(kept))
 
 

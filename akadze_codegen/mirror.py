@@ -35,13 +35,16 @@ from akadze_codegen.typetables import (
     OVERRIDE_TARGETS,
     PRIMS,
     SEQUENCES,
+    STR_LIKE,
     TZ,
     UNION_ORIGINS,
     alias_value,
+    bound,
     collect_constraints,
     constraint_names,
     default_text,
     describe,
+    discriminator,
     lookup,
     typeddict_required,
     typevar_name,
@@ -184,10 +187,21 @@ class Walker:
 
     def _annotated(self, base: Any, metadata: tuple[Any, ...], where: str) -> ir.TypeNode:
         node = self.walk(base, where)
+        tag = discriminator(metadata)
+        if tag is not None and isinstance(node, ir.Union):
+            members = [m for m in node.members if m != ir.Prim("none")]
+            wire = self._wire_tag(ir.Union(members), tag) if len(members) > 1 else None
+            if wire is not None:
+                tagged = ir.Union(members, wire)
+                node = tagged if len(members) == len(node.members) else ir.Union([tagged, ir.Prim("none")])
         found: dict[str, Any] = {}
         collect_constraints(metadata, found)
         allowed = constraint_names(node)
         kept = {name: value for name, value in found.items() if name in allowed}
+        for name in ("gt", "ge", "lt", "le", "multiple_of"):
+            if name in kept:
+                kept[name] = bound(node.type if isinstance(node, ir.Annotated) else node, kept[name])
+        kept = {name: value for name, value in kept.items() if value is not None}
         if not kept:
             return node
         if isinstance(node, ir.Annotated):
@@ -211,11 +225,27 @@ class Walker:
                 )
         return ir.Lit(out)
 
+    def _wire_tag(self, union: ir.Union, tag: str) -> str | None:
+        """The wire name of a discriminated union's tag field (pydantic names it by the field
+        name or its alias), if every member is a mirrored class with that field."""
+        wires: set[str] = set()
+        for member in union.members:
+            definition = self._definitions.get(member.name) if isinstance(member, ir.Ref) else None
+            if not isinstance(definition, ir.StructDef | ir.TypedDictDef):
+                return None
+            found = [f.wire for f in definition.fields if tag in (f.name, f.wire)]
+            if len(found) != 1:
+                return None
+            wires.add(found[0])
+        return wires.pop() if len(wires) == 1 else None
+
     @staticmethod
     def _union(members: list[ir.TypeNode]) -> ir.TypeNode:
         flat: list[ir.TypeNode] = []
         for member in members:
-            for item in member.members if isinstance(member, ir.Union) else [member]:
+            # a discriminated union stays one member: its tag tells its own members apart
+            tagged = isinstance(member, ir.Union) and member.discriminator is not None
+            for item in member.members if isinstance(member, ir.Union) and not tagged else [member]:
                 if item not in flat:
                     flat.append(item)
         if any(m == ir.Prim("any") for m in flat):
@@ -275,6 +305,9 @@ class Walker:
             return ir.Ref(self._definition(cls, where, definitions.typeddict_def))
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             return ir.Ref(self._definition(cls, where, definitions.namedtuple_def))
+        for base, prim in STR_LIKE.items():
+            if issubclass(cls, base):
+                return ir.Prim(prim)
         if issubclass(cls, AS_STR):
             return ir.Prim("str")
         if issubclass(cls, msgspec.Struct):

@@ -30,6 +30,17 @@ PrimName = Literal[
     "time",
     "timedelta",
     "uuid",
+    # str on the wire; the mirror also takes the Python type the worker receives
+    "path",
+    "ipv4address",
+    "ipv6address",
+    "ipaddress",
+    "ipv4network",
+    "ipv6network",
+    "ipnetwork",
+    "ipv4interface",
+    "ipv6interface",
+    "ipinterface",
 ]
 
 
@@ -54,8 +65,10 @@ class Dict(msgspec.Struct, frozen=True, tag="dict", tag_field="k"):
     mapping: bool = False
 
 
-class Union(msgspec.Struct, frozen=True, tag="union", tag_field="k"):
+class Union(msgspec.Struct, frozen=True, tag="union", tag_field="k", omit_defaults=True):
     members: list[TypeNode]
+    #: a pydantic discriminated union: the wire name of the field whose value picks the member
+    discriminator: str | None = None
 
 
 class EnumMember(msgspec.Struct, frozen=True):
@@ -83,18 +96,28 @@ class Var(msgspec.Struct, frozen=True, tag="var", tag_field="k"):
     name: str
 
 
-class Constraints(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What ``msgspec.Meta`` can carry; only checked by type checkers as documentation."""
+#: a bound: a number for int and float; for the types whose bounds are not JSON numbers, text:
+#: a Decimal as its exact string, a timedelta as its total seconds (a decimal string), a date,
+#: datetime or time in ISO 8601
+Bound: TypeAlias = int | float | str
 
-    gt: int | float | None = None
-    ge: int | float | None = None
-    lt: int | float | None = None
-    le: int | float | None = None
-    multiple_of: int | float | None = None
+
+class Constraints(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Every constraint pydantic enforces on a value. Those ``msgspec.Meta`` can carry are
+    rendered as one; the others (Decimal bounds, ``max_digits``, ``decimal_places``, bounds of
+    durations and dates) as ``akadze.client.Constraints``, which the client's guard checks."""
+
+    gt: Bound | None = None
+    ge: Bound | None = None
+    lt: Bound | None = None
+    le: Bound | None = None
+    multiple_of: Bound | None = None
     pattern: str | None = None
     min_length: int | None = None
     max_length: int | None = None
     tz: bool | None = None
+    max_digits: int | None = None
+    decimal_places: int | None = None
 
 
 class Annotated(msgspec.Struct, frozen=True, tag="annotated", tag_field="k"):
@@ -114,7 +137,7 @@ def map_children(node: TypeNode, f: Callable[[TypeNode], TypeNode]) -> TypeNode:
     if isinstance(node, Dict):
         return Dict(f(node.key), f(node.value), node.mapping)
     if isinstance(node, Union):
-        return Union([f(m) for m in node.members])
+        return Union([f(m) for m in node.members], node.discriminator)
     if isinstance(node, Annotated):
         return Annotated(f(node.type), node.meta)
     if isinstance(node, Ref) and node.args:
@@ -136,7 +159,7 @@ class Field(msgspec.Struct, frozen=True, omit_defaults=True):
     default: str | None = None
 
 
-class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind"):
+class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind", omit_defaults=True):
     """A pydantic model or dataclass, mirrored as a keyword-only ``msgspec.Struct``."""
 
     name: str
@@ -144,6 +167,8 @@ class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind"):
     source: Literal["pydantic", "dataclass"]
     fields: list[Field]
     type_params: list[str] = []
+    #: the model refuses fields it does not declare (``extra="forbid"``)
+    forbid_unknown: bool = False
 
 
 class TypedDictDef(msgspec.Struct, frozen=True, tag="typeddict", tag_field="kind"):

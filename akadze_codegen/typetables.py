@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
+import pydantic_core
 import typing_extensions
 
 from akadze_codegen import signature as ir
@@ -40,19 +41,36 @@ PRIMS: dict[Any, ir.PrimName] = {
     decimal.Decimal: "decimal",
 }
 
-#: types that travel as a JSON string which the worker's pydantic parses back
-AS_STR: tuple[Any, ...] = (
-    pathlib.PurePath,
-    ipaddress.IPv4Address,
-    ipaddress.IPv6Address,
-    ipaddress.IPv4Network,
-    ipaddress.IPv6Network,
-    ipaddress.IPv4Interface,
-    ipaddress.IPv6Interface,
-    re.Pattern,
-    pydantic.SecretStr,
-    pydantic.AnyUrl,
-    pydantic.NameEmail,
+#: types that travel as a JSON string (``str()`` of the value) which the worker's pydantic
+#: parses back: the mirror takes a ``str`` or the type itself (clients encode it with ``str()``)
+STR_LIKE: dict[Any, ir.PrimName] = {
+    pathlib.PurePath: "path",
+    ipaddress.IPv4Address: "ipv4address",
+    ipaddress.IPv6Address: "ipv6address",
+    pydantic.IPvAnyAddress: "ipaddress",
+    ipaddress.IPv4Network: "ipv4network",
+    ipaddress.IPv6Network: "ipv6network",
+    pydantic.IPvAnyNetwork: "ipnetwork",
+    ipaddress.IPv4Interface: "ipv4interface",
+    ipaddress.IPv6Interface: "ipv6interface",
+    pydantic.IPvAnyInterface: "ipinterface",
+}
+#: types that travel as a JSON string which the worker's pydantic parses back, mirrored as
+#: ``str``: their Python types are pydantic's (a producer need not have pydantic), or their
+#: ``str()`` is not what travels (``SecretStr``)
+AS_STR: tuple[Any, ...] = tuple(
+    cls
+    for cls in (
+        re.Pattern,
+        pydantic.SecretStr,
+        pydantic.AnyUrl,
+        getattr(pydantic.networks, "_BaseMultiHostUrl", None),  # PostgresDsn, MongoDsn, NatsDsn
+        pydantic.EmailStr,
+        pydantic.NameEmail,
+        pydantic_core.Url,
+        pydantic_core.MultiHostUrl,
+    )
+    if cls is not None
 )
 TZ: dict[Any, bool] = {pydantic.AwareDatetime: True, pydantic.NaiveDatetime: False}
 SEQUENCES: dict[Any, typing.Literal["list", "set", "frozenset", "sequence"]] = {
@@ -146,10 +164,12 @@ def is_tag(node: ir.TypeNode, default: Any) -> bool:
     return type(default) is type(value) and default == value
 
 
-_CONSTRAINT_ATTRS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
+_BOUNDS = ("gt", "ge", "lt", "le", "multiple_of")
+_CONSTRAINT_ATTRS = (*_BOUNDS, "min_length", "max_length", "pattern", "max_digits", "decimal_places")
 
 
 def collect_constraints(metadata: tuple[Any, ...] | list[Any], found: dict[str, Any]) -> None:
+    """The constraints in annotation metadata, their values as given (see :func:`bound`)."""
     for item in metadata:
         if isinstance(item, pydantic.fields.FieldInfo):
             collect_constraints(item.metadata, found)
@@ -160,27 +180,62 @@ def collect_constraints(metadata: tuple[Any, ...] | list[Any], found: dict[str, 
                 value = value.pattern
             if attr == "pattern" and isinstance(value, str):
                 found[attr] = value
-            elif attr in ("min_length", "max_length") and type(value) is int:
+            elif attr not in ("pattern", *_BOUNDS) and type(value) is int:
                 found[attr] = value
-            elif attr not in ("pattern", "min_length", "max_length") and type(value) in (int, float):
+            elif attr in _BOUNDS and value is not None and not isinstance(value, bool):
                 found[attr] = value
         tz = getattr(item, "tz", None)
         if type(item).__name__ == "Timezone":
             found["tz"] = tz is not None
 
 
+def bound(node: ir.TypeNode, value: Any) -> ir.Bound | None:
+    """A bound as the manifest carries it for a value of type ``node``, or None if it cannot
+    be carried faithfully (the worker checks it all the same)."""
+    if node in (ir.Prim("int"), ir.Prim("float")):
+        return value if type(value) in (int, float) else None
+    if node == ir.Prim("decimal") and isinstance(value, int | float | decimal.Decimal):
+        text = str(decimal.Decimal(str(value)) if isinstance(value, float) else decimal.Decimal(value))
+        return text
+    if node == ir.Prim("timedelta") and isinstance(value, dt.timedelta):
+        seconds = (
+            decimal.Decimal(value.days * 86400 + value.seconds) + decimal.Decimal(value.microseconds) / 10**6
+        )
+        return format(seconds.normalize(), "f")
+    wanted = {"date": dt.date, "datetime": dt.datetime, "time": dt.time}.get(getattr(node, "name", ""))
+    if wanted is not None and type(value) is wanted and isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return None
+
+
 def constraint_names(node: ir.TypeNode) -> frozenset[str]:
     if isinstance(node, ir.Annotated):
         node = node.type
     if node in (ir.Prim("int"), ir.Prim("float")):
-        return frozenset({"gt", "ge", "lt", "le", "multiple_of"})
+        return frozenset(_BOUNDS)
+    if node == ir.Prim("decimal"):
+        return frozenset({*_BOUNDS, "max_digits", "decimal_places"})
     if node == ir.Prim("str"):
         return frozenset({"min_length", "max_length", "pattern"})
     if node in (ir.Prim("datetime"), ir.Prim("time")):
-        return frozenset({"tz"})
+        return frozenset({"tz", "gt", "ge", "lt", "le"})
+    if node in (ir.Prim("timedelta"), ir.Prim("date")):
+        return frozenset({"gt", "ge", "lt", "le"})
     if isinstance(node, ir.Seq | ir.Dict) or node == ir.Prim("bytes"):
         return frozenset({"min_length", "max_length"})
     return frozenset()
+
+
+def discriminator(metadata: tuple[Any, ...] | list[Any]) -> str | None:
+    """The field a pydantic discriminated union is told apart by (``Field(discriminator=...)``
+    or ``Discriminator("...")``); None for none, or for a callable discriminator."""
+    for item in metadata:
+        value = getattr(item, "discriminator", None)
+        if isinstance(value, pydantic.Discriminator):
+            value = value.discriminator
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def lookup(table: Mapping[Any, Any], key: Any) -> Any:

@@ -199,7 +199,9 @@ async def test_a_worker_runs_drifted_jobs_that_decode_and_fails_those_that_do_no
     rows = await fetch(database_url, "SELECT id, state, attempt, errors FROM akadze_jobs ORDER BY id")
     assert [r["state"] for r in rows] == ["succeeded", "succeeded", "failed", "failed"]
     assert received == [(1, ""), (2, "")]
-    warnings = [r for r in caplog.records if "0ld0ld0ld0ld0ld0" in r.getMessage()]
+    warnings = [
+        r for r in caplog.records if r.levelno == logging.WARNING and "0ld0ld0ld0ld0ld0" in r.getMessage()
+    ]
     # once per task and fingerprint for the jobs that run; once per task and pair of
     # fingerprints for those that fail, naming the fields and never the values
     assert [r.levelno for r in warnings] == [logging.WARNING, logging.WARNING]

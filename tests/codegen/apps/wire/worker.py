@@ -10,3 +10,4 @@ app = Akadze(database_url=os.environ.get("AKADZE_DATABASE_URL", "postgresql://lo
 app.include("tests.codegen.apps.wire.shipping")
 app.include("tests.codegen.apps.wire.billing")
 app.include("tests.codegen.apps.wire.kinds")
+app.include("tests.codegen.apps.wire.payments")
