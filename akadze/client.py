@@ -20,36 +20,40 @@ Structs do not check their fields when built). ``configure(validate=False)`` tur
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network
 from pathlib import PurePath
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.app import create_engine
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.db.queries import NewJobs
-from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError
+from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, JobNotFoundError
 from akadze.guard import Constraints, Discriminator, Guard, InvalidArgsError
-from akadze.job import Job
+from akadze.job import Job, JobState
 from akadze.stored import MAX_JSON_DEPTH, check_depth
-from akadze.task import Placement, Session, insert_jobs
+from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
 
 __all__ = [
     "Constraints",
     "Discriminator",
     "InvalidArgsError",
     "Job",
+    "JobNotFoundError",
+    "JobState",
     "RemoteTask",
     "configure",
     "dispose",
+    "get_job",
     "is_codegen",
+    "wait_for",
 ]
 
 logger = logging.getLogger("akadze.client")
@@ -136,6 +140,60 @@ async def dispose() -> None:
         await engine.dispose()
 
 
+async def get_job(connection: Session | AsyncEngine, job_id: int) -> Job | None:
+    """The job with this id as the database holds it now, or None.
+
+    ``connection`` is your ``AsyncConnection`` or ``AsyncSession`` (the read joins its
+    transaction) or an ``AsyncEngine``. The same Job the worker side returns: ``job.state``
+    is a :class:`JobState`, ``job.result`` the task's JSON result once it succeeded.
+    """
+    from akadze.db.queries import Queries
+    from akadze.db.status import raise_if_schema_missing
+
+    if not isinstance(connection, AsyncEngine | AsyncSession | AsyncConnection):
+        raise ConfigError(
+            "get_job needs a SQLAlchemy AsyncConnection, AsyncSession or AsyncEngine, "
+            f"got {type(connection).__qualname__}"
+        )
+    try:
+        if isinstance(connection, AsyncEngine):
+            async with connection.connect() as conn:
+                return await Queries.get_job(conn, job_id)
+        if isinstance(connection, AsyncSession):
+            return await Queries.get_job(await connection.connection(), job_id)
+        return await Queries.get_job(connection, job_id)
+    except Exception as exc:
+        raise_if_schema_missing(exc)
+        raise
+
+
+async def wait_for(
+    job_id: int,
+    *,
+    timeout: timedelta | float | None = None,  # noqa: ASYNC109 (the name DESIGN §5 fixes)
+    engine: AsyncEngine | None = None,
+    poll_interval: timedelta = timedelta(seconds=1),
+) -> Job:
+    """The job once it is finished (succeeded, failed or cancelled), as ``app.wait_for``.
+
+    Uses ``engine``, else the configured database (:func:`configure`, AKADZE_DATABASE_URL).
+    Woken by a notification, with a poll every ``poll_interval`` behind it.
+
+    Raises:
+        TimeoutError: the job did not finish within ``timeout`` (a timedelta or seconds).
+        JobNotFoundError: no job has this id.
+    """
+    from akadze.waiting import wait_for as wait
+
+    engine = engine or _database.resolve()
+    if engine is None:
+        raise ConfigError(
+            f"wait_for: no database; pass engine=, call akadze.client.configure(engine=...), "
+            f"or set {DATABASE_URL_ENV}"
+        )
+    return await wait(engine, job_id, timeout=timeout, poll_interval=poll_interval)
+
+
 #: the Python types a mirror takes for a value that travels as its str() (docs/codegen.md)
 _AS_STR = (PurePath, IPv4Address, IPv6Address, IPv4Network, IPv6Network, IPv4Interface, IPv6Interface)
 
@@ -153,7 +211,7 @@ def _enc_hook(obj: Any) -> Any:
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
 
 
-class RemoteTask(Generic[A]):
+class RemoteTask(Enqueuer, Generic[A]):
     """A task of another service, enqueued by name with typed arguments.
 
     Generated subclasses add ``enqueue(**kwargs: Unpack[Args]) -> Job``; ``enqueue_many``
@@ -181,36 +239,10 @@ class RemoteTask(Generic[A]):
         self._known = None if optional is None else self._required | optional
         # shared by the copies using() makes, so the decoder is built once per task
         self._guard = Guard(name, args_type)
-        self._placement = Placement(engine=None)
+        self._options = EnqueueOptions()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} queue={self.queue!r}>"
-
-    def using(
-        self,
-        *,
-        session: Session | None = None,
-        delay: timedelta | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        queue: str | None = None,
-        expires_at: datetime | None = None,
-    ) -> Self:
-        """Options for the jobs enqueued next; ``session`` joins the caller's transaction.
-
-        ``session`` is a SQLAlchemy ``AsyncConnection`` or ``AsyncSession``: the job commits
-        or rolls back with it. ``priority`` and ``queue`` override the task's defaults.
-        """
-        clone = copy.copy(self)
-        clone._placement = self._placement.merged(
-            session=session,
-            delay=delay,
-            run_at=run_at,
-            priority=priority,
-            queue=queue,
-            expires_at=expires_at,
-        )
-        return clone
 
     async def enqueue_many(self, items: Sequence[A], /) -> list[Job]:
         """Insert many jobs of this task in one statement; one bad item rejects them all."""
@@ -242,30 +274,23 @@ class RemoteTask(Generic[A]):
         return payload.decode()
 
     async def _insert(self, payloads: Sequence[str]) -> list[Job]:
-        placement = self._placement
-        if placement.session is None:
+        options = self._options
+        if options.session is None:
             engine = _database.resolve()
             if engine is None:
                 raise ConfigError(
                     f"task {self.name!r}: no database; pass using(session=...), call "
                     f"akadze.client.configure(engine=...), or set {DATABASE_URL_ENV}"
                 )
-            placement = Placement(
-                engine=engine,
-                delay=placement.delay,
-                run_at=placement.run_at,
-                priority=placement.priority,
-                queue=placement.queue,
-                expires_at=placement.expires_at,
-            )
-        new: NewJobs = placement.new_jobs(
+            options = replace(options, engine=engine)
+        new: NewJobs = options.new_jobs(
             self.name,
             queue=self.queue,
             priority=self.priority,
             max_attempts=self.max_attempts,
             args_fp=self.args_fp,
         )
-        return await insert_jobs(placement, new, payloads)
+        return await insert_jobs(options, new, payloads)
 
 
 def _check_keys(
