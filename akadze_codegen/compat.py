@@ -263,6 +263,8 @@ class TypeComparison:
                 changes.append(Change("safe", where, "field became optional", topic="required"))
             elif g.required and not f.required:
                 changes.append(Change("breaking", where, "field became required", topic="required"))
+            elif f.default != g.default and not f.required:
+                changes.append(default_changed(where, f.default, g.default))
             changes.extend(self._nested(f.type, g.type, task, f"{path}.{f.wire}"))
         for g in new:
             if g.wire not in matched:
@@ -332,6 +334,15 @@ class TypeComparison:
                 known = self._values(other, 1 - side)
                 return all(v in known or any(_accepts(n, v) for n, _ in other) for v in values)
         return False
+
+
+def default_changed(where: str, old: str | None, new: str | None) -> Change:
+    """A worker default that changed: nothing for producers (they leave the value out and the
+    worker's current default applies), but the generated ``# worker default:`` comment is
+    stale, so ``--check`` reports the package and this says why (docs/codegen.md)."""
+    shown = [text if text is not None else "(not shown)" for text in (old, new)]
+    text = f"worker default changed: {shown[0]} -> {shown[1]} (clients omit it; regenerate for the comment)"
+    return Change("safe", where, text, topic="default")
 
 
 def _bound(definition: ir.StructDef | ir.TypedDictDef, ref: ir.Ref) -> list[ir.Field]:

@@ -391,3 +391,54 @@ def test_the_manifest_text_round_trips() -> None:
     m = manifest(task(ship_to1))
     assert parse_manifest(encode_manifest(m), "x") == m
     assert json.loads(encode_manifest(m))["format"] == 1
+
+
+# -- a default-only change (issue 18.9): --check and diff agree -----------------------------------
+
+
+async def ship_int_default_five(order_id: int = 5) -> None: ...
+
+
+class AddressWithCityLyon(BaseModel):
+    street: str
+    zip: str | None = None
+    city: str = "Lyon"
+
+
+async def ship_to_with_city_lyon(to: AddressWithCityLyon) -> None: ...
+
+
+def test_a_changed_default_is_a_safe_change_in_any_order() -> None:
+    """Producers omit a defaulted value, so the change is theirs to ignore, but the generated
+    comment changes: diff says so, as --check reports the package stale."""
+    assert changes(task(ship_int_default), task(ship_int_default_five)) == [
+        (
+            "safe",
+            "orders.ship(order_id)",
+            "worker default changed: 0 -> 5 (clients omit it; regenerate for the comment)",
+            "any order",
+        )
+    ]
+    assert changes(task(ship_to_with_city), task(ship_to_with_city_lyon)) == [
+        (
+            "safe",
+            "orders.ship(to.city)",
+            "worker default changed: 'Paris' -> 'Lyon' (clients omit it; regenerate for the comment)",
+            "any order",
+        )
+    ]
+
+
+def test_check_and_diff_agree_on_a_default_only_change(tmp_path: Path) -> None:
+    from akadze_codegen.emit import render
+    from akadze_codegen.write import compare, write
+
+    old, new = manifest(task(ship_int_default)), manifest(task(ship_int_default_five))
+    write(tmp_path / "clients", render(old))
+    stale = compare(tmp_path / "clients", render(new))
+    assert stale and {m.reason for m in stale} == {"stale"}
+    assert any("# worker default: 5" in m.diff for m in stale)
+    assert [c.what for c in diff(old, new)] == [
+        "worker default changed: 0 -> 5 (clients omit it; regenerate for the comment)"
+    ]
+    assert old.tasks[0].args_fp == new.tasks[0].args_fp  # the wire did not change
