@@ -245,6 +245,7 @@ class MetricsServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.thread.join(timeout=5)  # shutdown() has stopped its loop: the thread ends at once
         for undo in self._undo:
             undo()
 
