@@ -8,6 +8,7 @@ import os
 import subprocess
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from typer.testing import CliRunner
 
@@ -19,7 +20,7 @@ from akadze.errors import SchemaMissingError, SchemaVersionError
 from akadze.testing import drain
 from akadze.worker import Worker
 from tests.conftest import with_database
-from tests.support import PYTHON, ROOT, execute, fetchval, subprocess_env
+from tests.support import PYTHON, ROOT, execute, fetchval, plain, subprocess_env
 
 CODE_VERSION = migrations()[-1].version
 
@@ -221,3 +222,81 @@ def test_enqueue_before_migrating_prints_a_short_traceback_ending_in_the_fix(emp
     assert lines[-1] == f"akadze.errors.SchemaMissingError: {MIGRATE_LINE}"
     assert "akadze_jobs" not in done.stderr and "During handling" not in done.stderr
     assert len(lines) < 30, done.stderr  # was about 130 lines with the SQL
+
+
+# -- akadze db status ------------------------------------------------------------------------------
+
+
+def test_db_status_exits_0_when_every_migration_is_applied(database_url: str) -> None:
+    code, out, err = cli("db", "status", database_url=database_url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["VERSION", "NAME", "STATE", "APPLIED_AT"]
+    assert [line.split()[:3] for line in lines[1:-1]] == [
+        [f"{m.version:04d}", m.name, "applied"] for m in migrations()
+    ]
+    assert lines[-1] == f"schema at version {CODE_VERSION}; this akadze needs version {CODE_VERSION}"
+
+
+async def migrate_until(database_url: str, version: int) -> None:
+    """Apply the shipped migrations up to ``version`` as `akadze db migrate` of that release would."""
+    from akadze.db.migrate import _BOOTSTRAP
+
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute(_BOOTSTRAP)
+        for m in migrations():
+            if m.version <= version:
+                async with conn.transaction():
+                    await conn.execute(m.sql)
+                    await conn.execute(
+                        "INSERT INTO akadze_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                        m.version,
+                        m.name,
+                        m.checksum,
+                    )
+    finally:
+        await conn.close()
+
+
+def test_db_status_exits_1_while_a_migration_is_pending_and_says_how_to_apply_it(empty_database: str) -> None:
+    import asyncio
+
+    asyncio.run(migrate_until(empty_database, CODE_VERSION - 1))
+    code, out, err = cli("db", "status", database_url=empty_database)
+    assert code == 1
+    last = migrations()[-1]
+    assert out.splitlines()[-2].split() == [f"{last.version:04d}", last.name, "pending", "-"]
+    assert (
+        out.splitlines()[-1]
+        == f"schema at version {CODE_VERSION - 1}; this akadze needs version {CODE_VERSION}"
+    )
+    assert err.strip() == "1 migration(s) pending: run `akadze db migrate`"
+    assert cli("db", "migrate", database_url=empty_database)[0] == 0
+    assert cli("db", "status", database_url=empty_database)[0] == 0
+
+
+def test_db_status_as_json_lists_a_newer_migration_too(database_url: str) -> None:
+    import asyncio
+    import json
+
+    newer = CODE_VERSION + 1
+    asyncio.run(
+        execute(
+            database_url,
+            f"INSERT INTO akadze_schema_migrations (version, name, checksum) VALUES ({newer}, 'future', 'x')",
+        )
+    )
+    code, out, _ = cli("db", "status", "--output", "json", database_url=database_url)
+    assert code == 0
+    found = json.loads(out)
+    assert (found["database_version"], found["code_version"], found["pending"]) == (newer, CODE_VERSION, [])
+    assert found["migrations"][-1]["version"] == newer
+    assert found["migrations"][-1]["state"] == "newer than this akadze"
+
+
+def test_db_status_on_a_database_never_migrated_lists_everything_pending(empty_database: str) -> None:
+    code, out, err = cli("db", "status", database_url=empty_database)
+    assert code == 1
+    assert out.count("pending") == len(migrations())
+    assert "run `akadze db migrate`" in err

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from akadze.cli.common import AppArgument, AppOption, UrlOption, database, fail, handled, run
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    Output,
+    OutputOption,
+    UrlOption,
+    database,
+    fail,
+    handled,
+    print_json,
+    print_table,
+    run,
+    when,
+    with_conn,
+)
+from akadze.db.migrate import migrations
 
 app = typer.Typer(help="The schema, and the embedded development server.", no_args_is_help=True)
 
@@ -28,6 +43,54 @@ def migrate(
 
     applied = run(go())
     typer.echo(f"applied migrations {', '.join(map(str, applied))}" if applied else "schema is up to date")
+
+
+@app.command("status")
+@handled
+def status(
+    app_path: AppArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """The migrations applied and pending; exit 1 while some are pending."""
+    from akadze.db.status import SchemaStatus, schema_status
+
+    application = database(app_path, app_option, database_url)
+
+    async def read(conn: Any) -> SchemaStatus:
+        return await schema_status(conn)
+
+    found = with_conn(application, read)
+    applied = {a.version: a for a in found.applied}
+    rows: list[dict[str, Any]] = []
+    for version in sorted({*applied, *(m.version for m in migrations())}):
+        shipped = next((m for m in migrations() if m.version == version), None)
+        record = applied.get(version)
+        state = "applied" if record and shipped else "pending" if shipped else "newer than this akadze"
+        name = shipped.name if shipped else record.name if record else ""
+        rows.append(
+            {"version": version, "name": name, "state": state, "applied_at": record and record.applied_at}
+        )
+    if output is Output.JSON:
+        print_json(
+            {
+                "database_version": found.database_version,
+                "code_version": found.code_version,
+                "pending": [m.version for m in found.pending],
+                "migrations": rows,
+            }
+        )
+    else:
+        print_table(
+            ["VERSION", "NAME", "STATE", "APPLIED_AT"],
+            [[f"{r['version']:04d}", r["name"], r["state"], when(r["applied_at"])] for r in rows],
+        )
+        typer.echo(
+            f"schema at version {found.database_version}; this akadze needs version {found.code_version}"
+        )
+    if found.pending:
+        fail(1, f"{len(found.pending)} migration(s) pending: run `akadze db migrate`")
 
 
 @app.command("sql")
