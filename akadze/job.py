@@ -60,6 +60,8 @@ class Job(msgspec.Struct, frozen=True):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    #: the W3C trace context of the span that enqueued it (akadze.tracing); None when tracing was off
+    trace_context: str | None = None
 
     def __repr__(self) -> str:
         # never the arguments or the result: they may hold secrets, and reprs end up in logs

@@ -8,6 +8,7 @@ and whose ``done(jobs, error)`` is called once the statement returned or raised.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -27,6 +28,12 @@ EnqueueWatcher: TypeAlias = Callable[["NewJobs", int], Watching]
 
 #: the enabled watchers, in order (a tuple: replaced whole, read without a lock)
 enqueue_watchers: tuple[EnqueueWatcher, ...] = ()
+
+
+def watching() -> bool:
+    """Whether an insert goes through :func:`watched`: a watcher is enabled, or opentelemetry
+    is loaded (tracing turns itself on once a tracer provider is set)."""
+    return bool(enqueue_watchers) or "opentelemetry.trace" in sys.modules
 
 
 def watch_enqueue(watcher: EnqueueWatcher) -> Callable[[], None]:
@@ -49,17 +56,21 @@ async def watched(
     hooks: Any,
 ) -> list[Job]:
     """Run ``insert`` with every enabled watcher around it."""
-    watching: list[Watching] = []
+    if "opentelemetry.trace" in sys.modules:
+        from akadze import tracing
+
+        tracing.wanted()  # adds its watcher the first time a tracer provider is set
+    active: list[Watching] = []
     for watcher in enqueue_watchers:
         current = watcher(new, len(payloads))
         new = current.new
-        watching.append(current)
+        active.append(current)
     try:
         jobs = await insert(conn, new, payloads, hooks)
     except BaseException as exc:
-        for current in reversed(watching):
+        for current in reversed(active):
             current.done(None, exc)
         raise
-    for current in reversed(watching):
+    for current in reversed(active):
         current.done(jobs, None)
     return jobs

@@ -147,6 +147,8 @@ def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
         created_at=row["created_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        # absent from statements that do not select it
+        trace_context=row.get("trace_context"),
     )
 
 

@@ -327,7 +327,7 @@ async def insert_jobs(
 async def _insert(
     conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
 ) -> list[Job]:
-    if observe.enqueue_watchers:
+    if observe.watching():
         # metrics or tracing enabled (akadze/observe.py): a span, a trace context, a count
         return await observe.watched(_insert_rows, conn, new, payloads, hooks)
     return await _insert_rows(conn, new, payloads, hooks)

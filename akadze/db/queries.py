@@ -81,6 +81,7 @@ def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
         created_at=row["created_at"],
         started_at=None,
         finished_at=None,
+        trace_context=new.trace_context,
     )
 
 
@@ -107,6 +108,8 @@ class NewJobs(msgspec.Struct, frozen=True):
     run_at: datetime | None
     delay_s: float
     expires_at: datetime | None
+    #: the enqueuing span's W3C trace context (akadze.tracing); None when tracing is off
+    trace_context: str | None = None
 
 
 class Orphan(msgspec.Struct, frozen=True):
@@ -423,6 +426,7 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
         "run_at": new.run_at,
         "delay_s": new.delay_s,
         "expires_at": new.expires_at,
+        "trace_context": new.trace_context,
     }
 
 

@@ -45,6 +45,8 @@ jobs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
     Column("started_at", TIMESTAMP(timezone=True)),
     Column("finished_at", TIMESTAMP(timezone=True)),
+    # the W3C trace context of the span that enqueued the job (akadze.tracing), as JSON text
+    Column("trace_context", Text),
     # a waiter (wait_for) marked it: finishing it notifies akadze_done
     Column("awaited", Boolean, nullable=False),
 )

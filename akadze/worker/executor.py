@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pydantic
 
-from akadze import hooks
+from akadze import hooks, tracing
 from akadze.codec import encode_result
 from akadze.context import RunContext, enter, leave
 from akadze.db.queries import Ended
@@ -134,6 +134,8 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
 
     ctx = RunContext(app, job)
     token = enter(ctx)
+    # the run's consumer span, current while the task runs (None unless tracing is on)
+    traced = tracing.start_run(app, job)
     value: Any = None
     error: BaseException | None = None
     try:
@@ -161,6 +163,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     except BaseException as exc:  # the run's error, whatever the task raised
         error = exc
     finally:
+        tracing.leave_run(traced)
         leave(token)
 
     if ctx.completed is not None:

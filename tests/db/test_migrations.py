@@ -24,6 +24,7 @@ RELEASED = {
     (1, "initial"): "0c4c8a2d0d639f310b176f801be8bff4aa077f2d7b0221ebff033291e5f1c566",
     (2, "task_schemas"): "9f7e4c703ad9fee7541de0309efa3e8b60ba9ebaa5d9b2b71a20f14a99075573",
     (3, "queue_pauses"): "1249d641eaa939e7634d543d0caefb6c730d8a71c5bb58142f4bd4cbd3fa0a45",
+    (5, "trace_context"): "1c12cc3f11aa3cb77a23efdc59da142598e3575104387e80e43e5f494797b406",
     (4, "awaited_jobs"): "e2022b59d310c7172ce58c169b5302c06fea4055ac83392067168b494ef42965",
 }
 #: every shipped version, in order

@@ -51,4 +51,5 @@ RETURNING
     j.args_fp,
     j.created_at,
     j.started_at,
-    j.finished_at
+    j.finished_at,
+    j.trace_context

@@ -3,7 +3,9 @@
 -- Runs in the caller's transaction when there is one. One round trip. Only what the database
 -- decided comes back (id, run_at, created_at): not the arguments.
 WITH job AS (
-    INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts, run_at, expires_at)
+    INSERT INTO akadze_jobs (
+        task, queue, priority, args, args_fp, max_attempts, run_at, expires_at, trace_context
+    )
     VALUES (
         :task,
         :queue,
@@ -12,7 +14,8 @@ WITH job AS (
         :args_fp,
         :max_attempts,
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
-        CAST(:expires_at AS timestamptz)
+        CAST(:expires_at AS timestamptz),
+        :trace_context
     )
     RETURNING id, queue, run_at, created_at
 )

@@ -20,7 +20,8 @@ SELECT
     args_fp,
     created_at,
     started_at,
-    finished_at
+    finished_at,
+    trace_context
 FROM akadze_jobs
 WHERE worker_id = CAST(:worker_id AS uuid)
     AND state = 'running'

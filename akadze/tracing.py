@@ -1,0 +1,225 @@
+"""OpenTelemetry traces (``pip install 'akadze[otel]'``): a producer span per enqueue whose W3C
+trace context is stored on the job, and a consumer span per run in that trace.
+
+On as soon as the process has a tracer provider set (``opentelemetry.trace.set_tracer_provider``),
+or after :func:`enable`; :func:`disable` turns it off for good. Until then nothing here imports
+opentelemetry: the enqueue path checks one tuple and one ``sys.modules`` key, the run path the
+same key. A run's span is current while the task runs (a job enqueued by the task, in
+``complete_tx`` or not, is a child of it), and ends when the run's outcome is committed, from
+the events seam (akadze/events.py), with the outcome. Span names, attributes and the trace's
+shape: docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from akadze import observe
+from akadze.events import Event, Kind
+from akadze.outcomes import ErrorType, Verdict
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+    from akadze.db.queries import NewJobs
+    from akadze.job import Job
+
+#: the instrumentation scope of akadze's spans
+SCOPE = "akadze"
+#: messaging.system of every span
+SYSTEM = "akadze"
+#: consumer spans still open (their outcome not committed yet) at most; past it the oldest ends
+MAX_OPEN = 10_000
+
+_OTEL = "opentelemetry.trace"
+
+
+class _State:
+    on = False
+    off = False
+    tracer: Any = None
+    propagator: Any = None
+    undo_watch: Any = None
+    #: apps whose events end this process's consumer spans
+    subscribed: weakref.WeakSet[Any] = weakref.WeakSet()
+    #: (job id, run) -> the run's open consumer span
+    open: dict[tuple[int, int], Any] = {}
+
+
+_state = _State()
+_lock = threading.Lock()
+
+
+def wanted() -> bool:
+    """Whether spans are recorded now; turns tracing on the first time a tracer provider is
+    found set. Cheap when off: one attribute and one ``sys.modules`` lookup."""
+    if _state.on:
+        return True
+    if _state.off:
+        return False
+    trace = sys.modules.get(_OTEL)
+    if trace is None:
+        return False
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return False
+    enable()
+    return True
+
+
+def enable(tracer_provider: Any = None) -> None:
+    """Record akadze's spans with ``tracer_provider`` (the global one when None, even if it
+    is set later). Raises ConfigError when opentelemetry-api is missing."""
+    from akadze.errors import ConfigError
+
+    try:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:
+        raise ConfigError("tracing needs opentelemetry-api: pip install 'akadze[otel]'") from None
+    from akadze import __version__
+
+    with _lock:
+        _state.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+        _state.propagator = TraceContextTextMapPropagator()
+        _state.off = False
+        if not _state.on:
+            _state.undo_watch = observe.watch_enqueue(_Producer)
+        _state.on = True
+
+
+def disable() -> None:
+    """Record no more spans, even with a tracer provider set (until :func:`enable`)."""
+    with _lock:
+        if _state.undo_watch is not None:
+            _state.undo_watch()
+            _state.undo_watch = None
+        _state.on = False
+        _state.off = True
+
+
+# -- producer: one span per enqueue call ---------------------------------------------------------
+
+
+class _Producer:
+    """A producer span around one insert (one job, or a batch); its context goes on the rows."""
+
+    __slots__ = ("new", "span")
+
+    def __init__(self, new: NewJobs, count: int) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind
+
+        attributes: dict[str, Any] = {
+            "messaging.system": SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "enqueue",
+            "messaging.destination.name": new.queue,
+            "akadze.task": new.task,
+            "akadze.queue": new.queue,
+        }
+        if count != 1:
+            attributes["messaging.batch.message_count"] = count
+        self.span = _state.tracer.start_span(
+            f"send {new.task}", kind=SpanKind.PRODUCER, attributes=attributes
+        )
+        carrier: dict[str, str] = {}
+        _state.propagator.inject(carrier, context=trace.set_span_in_context(self.span))
+        self.new = msgspec.structs.replace(new, trace_context=json.dumps(carrier)) if carrier else new
+
+    def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None:
+        span = self.span
+        if error is not None:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_attribute("error.type", _qualified(error))
+            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        elif jobs is not None and len(jobs) == 1:
+            span.set_attribute("messaging.message.id", str(jobs[0].id))
+            span.set_attribute("akadze.job.id", jobs[0].id)
+        span.end()
+
+
+# -- consumer: one span per run --------------------------------------------------------------------
+
+
+def start_run(app: Akadze, job: Job) -> Any:
+    """Open the run's consumer span, child of the enqueuing span, and make it current in this
+    context (the run's task). Returns the token for :func:`leave_run`, or None when tracing is
+    off. The span ends when the run's outcome is committed (events)."""
+    if not wanted():
+        return None
+    from opentelemetry import context, trace
+    from opentelemetry.trace import SpanKind
+
+    if app not in _state.subscribed:
+        with _lock:
+            if app not in _state.subscribed:
+                app.subscribe(_end_runs)
+                _state.subscribed.add(app)
+    parent = _state.propagator.extract(json.loads(job.trace_context)) if job.trace_context else None
+    span = _state.tracer.start_span(
+        f"process {job.task}",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": SYSTEM,
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "run",
+            "messaging.destination.name": job.queue,
+            "messaging.message.id": str(job.id),
+            "akadze.job.id": job.id,
+            "akadze.task": job.task,
+            "akadze.queue": job.queue,
+            "akadze.attempt": job.attempt,
+            "akadze.run": job.run,
+        },
+    )
+    opened = _state.open
+    if len(opened) >= MAX_OPEN:
+        # outcomes that never came back (fenced out, events dropped): end the oldest
+        stale = opened.pop(next(iter(opened)), None)
+        if stale is not None:
+            stale.set_attribute("akadze.outcome", "unknown")
+            stale.end()
+    opened[(job.id, job.run)] = span
+    return context.attach(trace.set_span_in_context(span))
+
+
+def leave_run(token: Any) -> None:
+    """Make the context before :func:`start_run` current again (the span stays open)."""
+    if token is not None:
+        from opentelemetry import context
+
+        context.detach(token)
+
+
+def _end_runs(event: Event) -> None:
+    """Events subscriber: end a run's span once its outcome is committed, with the outcome."""
+    if event.kind is not Kind.ENDED and event.kind is not Kind.COMMITTED:
+        return
+    span = _state.open.pop((event.job_id, event.run), None)
+    if span is None:
+        return
+    outcome = event.outcome
+    span.set_attribute("akadze.outcome", outcome.value if outcome is not None else "unknown")
+    span.set_attribute("akadze.attempt", event.attempt)
+    failed = outcome is Verdict.FAILED or (outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY)
+    if event.error_type is not None:
+        span.set_attribute("error.type", event.error_type)
+    if failed:
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, event.error_type or "failed"))
+    span.end(end_time=int(event.at * 1e9))
+
+
+def _qualified(error: BaseException) -> str:
+    cls = type(error)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

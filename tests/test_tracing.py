@@ -1,0 +1,212 @@
+"""OpenTelemetry traces with the SDK's in-memory exporter: one trace from a request through
+enqueue, the run and a complete_tx follow-up run; generated clients' producer spans."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import TypedDict
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from sqlalchemy import text
+
+from akadze import Akadze, current, tracing
+from akadze.client import RemoteTask
+from akadze.testing import drain
+from tests.support import module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    return module_database(request, server_url, template_db)
+
+
+@pytest.fixture
+def provider() -> Iterator[TracerProvider]:
+    """A provider of the SDK with an in-memory exporter (``provider.exported``), recording
+    akadze's spans (tracing.enable: the global provider can be set once per process only)."""
+    exported = InMemorySpanExporter()
+    made = TracerProvider()
+    made.add_span_processor(SimpleSpanProcessor(exported))
+    made.exported = exported  # type: ignore[attr-defined]
+    tracing.enable(made)
+    try:
+        yield made
+    finally:
+        tracing.disable()
+        made.shutdown()
+
+
+@pytest.fixture
+def exporter(provider: TracerProvider) -> InMemorySpanExporter:
+    exported: InMemorySpanExporter = provider.exported  # type: ignore[attr-defined]
+    return exported
+
+
+def by_name(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name == name]
+
+
+async def flushed(app: Akadze) -> None:
+    assert await asyncio.to_thread(app.events.flush, 10.0)
+
+
+async def test_one_trace_from_a_request_through_enqueue_run_and_a_follow_up_run(
+    app: Akadze, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    @app.task("order.ship", queue="shipping")
+    async def ship(order_id: int) -> None:
+        return None
+
+    @app.task("order.pay", queue="billing")
+    async def pay(order_id: int, card: str) -> dict[str, int]:
+        async with current().complete_tx() as conn:
+            await ship.using(session=conn).enqueue(order_id=order_id)
+        return {"paid": order_id}
+
+    request_tracer = provider.get_tracer("the-web-app")
+    with request_tracer.start_as_current_span("POST /orders") as request:
+        job = await pay.enqueue(order_id=7, card="SECRET-CARD")
+    await drain(app)
+    await flushed(app)
+
+    spans = exporter.get_finished_spans()
+    trace_id = request.get_span_context().trace_id
+    assert {span.context.trace_id for span in spans} == {trace_id}, [span.name for span in spans]
+    (send_pay,) = by_name(spans, "send order.pay")
+    (run_pay,) = by_name(spans, "process order.pay")
+    (send_ship,) = by_name(spans, "send order.ship")
+    (run_ship,) = by_name(spans, "process order.ship")
+    # request -> send -> process -> send (in complete_tx) -> process
+    assert send_pay.parent is not None and send_pay.parent.span_id == request.get_span_context().span_id
+    assert run_pay.parent is not None and run_pay.parent.span_id == send_pay.context.span_id
+    assert send_ship.parent is not None and send_ship.parent.span_id == run_pay.context.span_id
+    assert run_ship.parent is not None and run_ship.parent.span_id == send_ship.context.span_id
+
+    assert send_pay.kind is SpanKind.PRODUCER and run_pay.kind is SpanKind.CONSUMER
+    assert dict(send_pay.attributes or {}) == {
+        "messaging.system": "akadze",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "enqueue",
+        "messaging.destination.name": "billing",
+        "akadze.task": "order.pay",
+        "akadze.queue": "billing",
+        "messaging.message.id": str(job.id),
+        "akadze.job.id": job.id,
+    }
+    attributes = dict(run_pay.attributes or {})
+    assert attributes["akadze.job.id"] == job.id
+    assert (attributes["akadze.task"], attributes["akadze.queue"]) == ("order.pay", "billing")
+    assert (attributes["akadze.attempt"], attributes["akadze.outcome"]) == (1, "succeeded")
+    assert attributes["messaging.destination.name"] == "billing"
+    assert attributes["messaging.operation.type"] == "process"
+    assert dict(run_ship.attributes or {})["akadze.outcome"] == "succeeded"
+    for span in spans:
+        assert "SECRET" not in json.dumps(dict(span.attributes or {}))
+
+    # the context is stored on the job, in W3C form
+    stored = await app.get_job(job.id)
+    assert stored is not None and stored.trace_context is not None
+    traceparent = json.loads(stored.trace_context)["traceparent"]
+    # flags: sampled (01), with the SDK's random-trace-id bit (02) where it sets it
+    assert traceparent[:-2] == f"00-{trace_id:032x}-{send_pay.context.span_id:016x}-"
+    assert int(traceparent[-2:], 16) & 1
+
+
+async def test_each_attempt_is_a_span_and_a_failure_is_an_error(
+    app: Akadze, exporter: InMemorySpanExporter
+) -> None:
+    @app.task("flaky", max_attempts=2)
+    async def flaky() -> None:
+        raise ValueError("down")
+
+    job = await flaky.enqueue()
+    await drain(app)
+    async with app.engine.begin() as conn:
+        await conn.execute(text("UPDATE akadze_jobs SET run_at = now() WHERE state = 'queued'"))
+    await drain(app)
+    await flushed(app)
+    runs = sorted(by_name(exporter.get_finished_spans(), "process flaky"), key=lambda s: s.start_time or 0)
+    assert [dict(s.attributes or {})["akadze.outcome"] for s in runs] == ["retried", "failed"]
+    assert [dict(s.attributes or {})["akadze.attempt"] for s in runs] == [1, 2]
+    assert all(s.status.status_code is StatusCode.ERROR for s in runs)
+    assert all(dict(s.attributes or {})["error.type"] == "ValueError" for s in runs)
+    (send,) = by_name(exporter.get_finished_spans(), "send flaky")
+    assert all(s.parent is not None and s.parent.span_id == send.context.span_id for s in runs)
+    assert job.trace_context is not None
+
+
+class Args(TypedDict):
+    order_id: int
+
+
+async def test_a_generated_client_records_a_producer_span_and_stores_its_context(
+    app: Akadze, exporter: InMemorySpanExporter
+) -> None:
+    @app.task("order.ship", queue="shipping")
+    async def ship(order_id: int) -> None:
+        return None
+
+    client: RemoteTask[Args] = RemoteTask(
+        "order.ship", queue="shipping", priority=0, max_attempts=3, args_fp=ship.args_fp, args_type=Args
+    )
+    async with app.engine.begin() as conn:
+        (job,) = await client.using(session=conn).enqueue_many([{"order_id": 1}])
+    await drain(app)
+    await flushed(app)
+    spans = exporter.get_finished_spans()
+    (send,) = by_name(spans, "send order.ship")
+    (run,) = by_name(spans, "process order.ship")
+    assert send.kind is SpanKind.PRODUCER
+    assert run.parent is not None and run.parent.span_id == send.context.span_id
+    stored = await app.get_job(job.id)
+    assert stored is not None and stored.trace_context == job.trace_context is not None
+
+
+async def test_tracing_off_stores_no_context(app: Akadze) -> None:
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    tracing.disable()
+    job = await t.enqueue()
+    assert job.trace_context is None
+    stored = await app.get_job(job.id)
+    assert stored is not None and stored.trace_context is None
+
+
+def test_a_tracer_provider_set_turns_tracing_on_without_enable(database_url: str) -> None:
+    """DESIGN §5: with a tracer provider set, enqueue records a producer span (a fresh process:
+    the global provider can be set once)."""
+    code = """
+import asyncio, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from akadze import Akadze
+
+async def main() -> None:
+    app = Akadze(database_url=sys.argv[1])
+
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    before = await t.enqueue()
+    trace.set_tracer_provider(TracerProvider())
+    after = await t.enqueue()
+    print(before.trace_context is None, after.trace_context is not None)
+    await app.dispose()
+
+asyncio.run(main())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, database_url], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert out.split() == ["True", "True"]
