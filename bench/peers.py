@@ -52,6 +52,15 @@ PEERS: dict[str, Peer] = {
             note="as akadze, with Akadze(prepared_statements=True): not behind a transaction-mode pooler",
         ),
         Peer(
+            "akadze_obs",
+            "akadze, metrics + tracing",
+            "adapter_akadze.py",
+            None,
+            options={"observe": True},
+            note="as akadze, with Prometheus metrics served and scraped every second and "
+            "OpenTelemetry tracing on (SDK, batch processor, an exporter that drops the spans)",
+        ),
+        Peer(
             "raw",
             "raw asyncpg, k=50",
             "adapter_raw.py",

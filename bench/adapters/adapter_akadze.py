@@ -5,12 +5,18 @@ asks for it); ``await app.migrate()`` installs the schema;
 ``task.enqueue(i=...)`` and ``task.enqueue_many([...])``. Worker: ``Worker(app, slots=c)``;
 ``run(burst=True)`` for the drain (returns once no ready job is left), ``run()`` and
 ``stop()`` (graceful) for the latency step.
+
+With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every process (the SDK's
+TracerProvider, a BatchSpanProcessor and an exporter that drops what it gets: the cost of the
+spans, not of a network), and in the worker the Prometheus endpoint, scraped once a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+import urllib.request
 from typing import Any
 
 import asyncpg
@@ -23,7 +29,36 @@ from akadze.worker import Worker
 _recorder: Recorder | None = None
 
 
+def _observe(req: dict[str, Any]) -> None:
+    """Tracing on for this process (akadze_obs), once."""
+    if not req.get("observe") or _observed:
+        return
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    from akadze import tracing
+
+    tracing.enable(provider)
+    _observed.append(provider)
+
+
+_observed: list[Any] = []
+
+
+def _scrape_every_second(port: int, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            response.read()
+
+
 def _app(req: dict[str, Any]) -> tuple[Akadze, Any]:
+    _observe(req)
     app = Akadze(database_url=req["dsn"], prepared_statements=bool(req.get("prepared_statements")))
 
     @app.task("bench.noop", queue="default")
@@ -88,6 +123,14 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
     rec = _recorder = Recorder(req["expect"])
     app, _ = _app(req)
     w = Worker(app, queues=None, slots=int(req["slots"]))
+    scraping = threading.Event()
+    if req.get("observe"):
+        from prometheus_client import CollectorRegistry
+
+        from akadze.metrics import serve_worker_metrics
+
+        metrics = serve_worker_metrics(w, port=0, registry=CollectorRegistry())
+        threading.Thread(target=_scrape_every_second, args=(metrics.port, scraping), daemon=True).start()
     try:
         emit("ready")
         if req["mode"] == "drain":
@@ -104,6 +147,7 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
         await run_task
         returned = time.perf_counter()
     finally:
+        scraping.set()
         await app.dispose()
     return rec.summary(returned)
 
