@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from akadze.cli import db, jobs, schedules, worker, workers
+from akadze.cli import db, jobs, queues, schedules, web, worker, workers
 from akadze_codegen.cli import app as codegen
 
 app = typer.Typer(
@@ -46,7 +46,9 @@ app.command("worker")(worker.worker)
 app.add_typer(db.app, name="db")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(schedules.app, name="schedules")
+app.add_typer(queues.app, name="queues")
 app.add_typer(workers.app, name="workers")
+app.command("web")(web.web)
 app.add_typer(codegen, name="codegen")
 
 

@@ -38,7 +38,7 @@ def timeline(job: Job) -> list[Event]:
         kind = "ok" if job.state is JobState.SUCCEEDED else "error"
         events.append(Event(job.finished_at, job.state.value, kind=kind))
     elif job.state is JobState.QUEUED and job.run_at > job.created_at:
-        events.append(Event(job.run_at, "ready to run", "run_at", "wait"))
+        events.append(Event(job.run_at, "next attempt due" if job.attempt else "due", "its run_at", "wait"))
     if job.cancel_requested and job.finished_at is None:
         events.append(Event(events[-1].at, "cancel requested", kind="wait"))
     events.sort(key=lambda event: event.at)

@@ -6,6 +6,8 @@
 -- The JSON columns come back as text, decoded per job by the worker: a row that cannot be
 -- decoded (too deep, not an object) fails alone instead of the whole claim's reply. The result
 -- is not sent: a job about to run has none it needs.
+-- A paused queue (akadze_queue_pauses) is skipped before its index is read: none of its rows
+-- is locked or claimed, and the check costs one primary-key probe per queue.
 WITH picked AS (
     SELECT p.id
     FROM unnest(CAST(:queues AS text[])) AS q(name)
@@ -15,6 +17,7 @@ WITH picked AS (
         WHERE j.state = 'queued'
             AND j.queue = q.name
             AND j.run_at <= now()
+            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

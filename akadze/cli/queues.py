@@ -1,0 +1,120 @@
+"""``akadze queues``: list queues; pause and resume one (persisted; every worker sees it at once)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    ExtraArgument,
+    Output,
+    OutputOption,
+    UrlOption,
+    database,
+    handled,
+    print_json,
+    print_table,
+    refuse_extra,
+    with_conn,
+)
+
+app = typer.Typer(help="List, pause and resume queues.", no_args_is_help=True)
+
+QueueArgument = Annotated[str, typer.Argument(metavar="NAME", help="The queue's name.", show_default=False)]
+
+
+@app.command("list")
+@handled
+def list_queues(
+    app_path: AppArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Per queue: paused, ready, delayed and running jobs, the oldest ready job's wait and the live
+    workers serving it. Lists the app's queues (with --app), and every queue that has a queued or
+    running job, is paused or is served by a live worker."""
+    from akadze.db.queries import Queries
+    from akadze.db.stats import QueueStats
+
+    application = database(app_path, app_option, database_url)
+    names = application.queues()
+
+    async def read(conn: AsyncConnection) -> list[QueueStats]:
+        return await Queries.queue_stats(conn, names)
+
+    found = with_conn(application, read)
+    if output is Output.JSON:
+        print_json(found)
+        return
+    if not found:
+        typer.echo("no queues: no job, no live worker and no pause yet")
+        return
+    header = ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST READY", "WORKERS")
+    rows = [
+        (
+            q.name,
+            "yes" if q.paused else "no",
+            str(q.ready),
+            str(q.delayed),
+            str(q.running),
+            f"{q.oldest_ready_s:.1f}s" if q.oldest_ready_s is not None else "-",
+            str(q.workers),
+        )
+        for q in found
+    ]
+    print_table(header, rows)
+
+
+@app.command("pause")
+@handled
+def pause(
+    name: QueueArgument,
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """Stop every worker taking jobs from queue NAME (running jobs finish; enqueue still works).
+    Exit 0, saying whether it changed anything; the queue need not have any job yet."""
+    _switch(name, extra, app_option, database_url, pause=True)
+
+
+@app.command("resume")
+@handled
+def resume(
+    name: QueueArgument,
+    extra: ExtraArgument = None,
+    app_option: AppOption = None,
+    database_url: UrlOption = None,
+) -> None:
+    """Let workers take jobs from queue NAME again, waking them at once. Exit 0, saying whether
+    it changed anything."""
+    _switch(name, extra, app_option, database_url, pause=False)
+
+
+def _switch(
+    name: str, extra: str | None, app_option: str | None, database_url: str | None, *, pause: bool
+) -> None:
+    from akadze.db.queries import Queries
+    from akadze.task import check_name
+
+    refuse_extra(extra, f"queues {'pause' if pause else 'resume'} NAME")
+    check_name("queue", name)
+    application = database(None, app_option, database_url)
+
+    async def act(conn: AsyncConnection) -> bool:
+        return await (Queries.pause_queue(conn, name) if pause else Queries.resume_queue(conn, name))
+
+    changed = with_conn(application, act)
+    if pause:
+        typer.echo(
+            f"queue {name!r} paused" if changed else f"queue {name!r} was already paused; nothing changed"
+        )
+    else:
+        typer.echo(
+            f"queue {name!r} resumed" if changed else f"queue {name!r} was not paused; nothing changed"
+        )
