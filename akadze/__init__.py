@@ -7,6 +7,7 @@ from akadze.backoff import BackoffPolicy
 from akadze.context import current
 from akadze.control import request_cancel, requeue
 from akadze.errors import ResultNotJson
+from akadze.flow import Limit, Unique
 from akadze.job import Job, JobState
 from akadze.outcomes import Cancel, Fail, Retry, Snooze
 from akadze.task import Task
@@ -23,10 +24,12 @@ __all__ = [
     "Fail",
     "Job",
     "JobState",
+    "Limit",
     "ResultNotJson",
     "Retry",
     "Snooze",
     "Task",
+    "Unique",
     "current",
     "request_cancel",
     "requeue",

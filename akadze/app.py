@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
+from akadze import flow
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
@@ -254,6 +255,8 @@ class Akadze:
         if name in self.tasks:
             raise DuplicateTaskError(name)
         codec = build_codec(name, fn, max_bytes=self.max_args_bytes)
+        if options.unique is not None or options.limit is not None:
+            options = flow.checked(name, options, fn, codec.signature)
         task = Task(self, fn, name, options, codec, self._including)
         if not task.is_async and options.timeout is not None:
             logger.warning(

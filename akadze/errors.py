@@ -21,6 +21,8 @@ AkadzeError
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
 ├── SchemaVersionError                  the schema is older than this code: run akadze db migrate
+├── UniqueConflictError                 requeue refused: a newer job holds the job's unique key
+├── UniqueRaceError                     a unique enqueue lost every round of a rare race
 └── EmbeddedPostgresError (RuntimeError) the embedded dev PostgreSQL failed
 
 akadze_codegen.problems.AkadzeCodegenError (not an AkadzeError: rendering from a manifest never
@@ -210,4 +212,29 @@ class SchemaVersionError(AkadzeError):
         super().__init__(
             f"the database schema is at version {database_version} and this akadze needs version "
             f"{code_version} (pending: {listed}): run `akadze db migrate`"
+        )
+
+
+class UniqueConflictError(AkadzeError):
+    """A requeue would give a job a unique key that another job holds (akadze.Unique); the job
+    was left as it was."""
+
+    def __init__(self, job_id: int, held_by: int) -> None:
+        self.job_id = job_id
+        #: the job that holds the key now
+        self.held_by = held_by
+        super().__init__(
+            f"job {job_id} was not requeued: job {held_by} holds its unique key; let that job "
+            "finish (or cancel it), then requeue"
+        )
+
+
+class UniqueRaceError(AkadzeError):
+    """Every round of a unique enqueue met a job that left its blocking states just then."""
+
+    def __init__(self, task_name: str, rounds: int) -> None:
+        self.task_name = task_name
+        super().__init__(
+            f"task {task_name!r}: a unique enqueue lost {rounds} races in a row to jobs with the "
+            "same key; nothing was inserted; try again"
         )

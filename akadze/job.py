@@ -60,6 +60,8 @@ class Job(msgspec.Struct, frozen=True):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    #: enqueue returned this existing job instead of inserting a duplicate (its task's Unique)
+    duplicate: bool = False
     #: the W3C trace context of the span that enqueued it (akadze.tracing); None when tracing was off
     trace_context: str | None = None
 

@@ -9,6 +9,8 @@ argument values. Metric names and meanings: docs/operations.md.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import threading
 import time
@@ -34,6 +36,8 @@ RUN_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 #: the queue gauges' query runs at most this often per worker, whatever the scrape rate
 QUEUE_INTERVAL_S = 5.0
+#: ... and at most this many times as long as its last read took (a deep backlog costs more)
+COST_FACTOR = 100.0
 #: a scrape waits this long for that query, then shows the last values read
 QUEUE_TIMEOUT_S = 2.0
 
@@ -169,32 +173,64 @@ def instrument_enqueue(registry: Any = None) -> Callable[[], None]:
 
 
 class QueueCollector:
-    """``akadze_queue_jobs{queue,state}`` and friends, read by ``queue_stats`` on a scrape, at
-    most every ``interval_s`` (a scrape in between gets the values last read)."""
+    """``akadze_queue_jobs{queue,state}`` and friends, read by ``queue_stats`` when a scrape
+    finds the last read older than ``interval_s``, or than ``COST_FACTOR`` times what that
+    read took (the query counts queued rows: ~20 ms at 20,000 of them, ~1 s at 1,000,000, so
+    a deep backlog is read less often). A scrape waits up to QUEUE_TIMEOUT_S for a read it
+    started; a slower read finishes in the background and the next scrape shows it."""
 
     def __init__(
         self,
-        read: Callable[[], Sequence[QueueStats]],
+        start_read: Callable[[], concurrent.futures.Future[Sequence[QueueStats]]],
         *,
         interval_s: float = QUEUE_INTERVAL_S,
     ) -> None:
-        self.read = read
+        self.start_read = start_read
         self.interval_s = interval_s
+        self.cost_factor = COST_FACTOR
+        #: reads completed
         self.reads = 0
-        self._lock = threading.Lock()
+        #: how long the last read took, in seconds
+        self.last_read_s = 0.0
+        # reentrant: a read that is already done runs its callback in the thread that adds it
+        self._lock = threading.RLock()
         self._at = float("-inf")
+        self._pending: concurrent.futures.Future[Sequence[QueueStats]] | None = None
         self._stats: Sequence[QueueStats] = ()
 
     def stats(self) -> Sequence[QueueStats]:
         with self._lock:
-            if time.monotonic() - self._at >= self.interval_s:
-                self._at = time.monotonic()
+            now = time.monotonic()
+            due = now - self._at >= max(self.interval_s, self.cost_factor * self.last_read_s)
+            if due and self._pending is None:
+                self._at = now
                 try:
-                    self._stats = self.read()
-                    self.reads += 1
+                    started = self._pending = self.start_read()
                 except Exception as exc:
-                    logger.warning("queue metrics not read (%s); showing the last values", type(exc).__name__)
-            return self._stats
+                    self._failed(exc)
+                    return self._stats
+                started.add_done_callback(functools.partial(self._finished, began=now))
+            pending = self._pending
+        if pending is not None:
+            concurrent.futures.wait([pending], timeout=QUEUE_TIMEOUT_S)
+        return self._stats
+
+    def _finished(self, done: concurrent.futures.Future[Sequence[QueueStats]], *, began: float) -> None:
+        with self._lock:
+            self._pending = None
+            self.last_read_s = time.monotonic() - began
+            if done.cancelled():
+                return
+            error = done.exception()
+            if error is not None:
+                self._failed(error)
+                return
+            self._stats = done.result()
+            self.reads += 1
+
+    @staticmethod
+    def _failed(error: BaseException) -> None:
+        logger.warning("queue metrics not read (%s); showing the last values", type(error).__name__)
 
     def describe(self) -> Iterator[Any]:
         return iter(())  # registered without a first read
@@ -291,17 +327,14 @@ def serve_worker_metrics(
     return MetricsServer(server, thread, queues, undo)
 
 
-def _queue_stats(worker: Worker, loop: asyncio.AbstractEventLoop) -> Sequence[QueueStats]:
-    """Runs on the scrape's thread: the query runs on the worker's loop, on the app's engine."""
+def _queue_stats(
+    worker: Worker, loop: asyncio.AbstractEventLoop
+) -> concurrent.futures.Future[Sequence[QueueStats]]:
+    """Starts the read on the worker's loop, on the app's engine (called from a scrape's thread)."""
     from akadze.db.queries import Queries
 
     async def read() -> Sequence[QueueStats]:
         async with worker.app.engine.connect() as conn:
             return await Queries.queue_stats(conn, worker.queues)
 
-    future = asyncio.run_coroutine_threadsafe(read(), loop)
-    try:
-        return future.result(QUEUE_TIMEOUT_S)
-    except BaseException:
-        future.cancel()
-        raise
+    return asyncio.run_coroutine_threadsafe(read(), loop)

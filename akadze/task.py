@@ -24,8 +24,10 @@ from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError
+from akadze.flow import Limit, Unique
 from akadze.hooks import call
 from akadze.job import Job
+from akadze.uniqueness import insert_unique
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -62,6 +64,8 @@ class TaskOptionArgs(TypedDict, total=False):
     priority: int
     backoff: BackoffPolicy | None
     unknown_args: UnknownArgs
+    unique: Unique | None
+    limit: Limit | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,10 @@ class TaskOptions:
     backoff: BackoffPolicy | None = None
     #: stored arguments the task does not declare, at run time: fail the job, or drop them
     unknown_args: UnknownArgs = "forbid"
+    #: one job per key (akadze.flow; checked against the signature at registration)
+    unique: Unique | None = None
+    #: concurrency and rate across workers, enforced at claim (akadze.flow)
+    limit: Limit | None = None
 
     def __post_init__(self) -> None:
         check_name("queue", self.queue)
@@ -232,6 +240,7 @@ class Task(Enqueuer, Generic[P, R]):
                 priority=options.priority,
                 max_attempts=options.max_attempts,
                 args_fp=self.args_fp,
+                unique=options.unique,
             )
         return new
 
@@ -279,7 +288,14 @@ class EnqueueOptions:
             check_name("queue", self.queue)
 
     def new_jobs(
-        self, task: str, *, queue: str, priority: int, max_attempts: int, args_fp: str | None
+        self,
+        task: str,
+        *,
+        queue: str,
+        priority: int,
+        max_attempts: int,
+        args_fp: str | None,
+        unique: Unique | None = None,
     ) -> NewJobs:
         return NewJobs(
             task=task,
@@ -290,6 +306,7 @@ class EnqueueOptions:
             run_at=self.run_at,
             delay_s=self.delay.total_seconds() if self.delay is not None else 0.0,
             expires_at=self.expires_at,
+            unique=unique,
         )
 
 
@@ -336,10 +353,13 @@ async def _insert(
 async def _insert_rows(
     conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
 ) -> list[Job]:
-    if len(payloads) == 1:
+    if new.unique is not None:
+        jobs = await insert_unique(conn, new, payloads)
+    elif len(payloads) == 1:
         jobs = [await Queries.enqueue(conn, new, payloads[0])]
     else:
         jobs = await Queries.enqueue_batch(conn, new, payloads)
     for job in jobs:
-        await call(hooks, conn, job)
+        if not job.duplicate:  # a duplicate inserted nothing
+            await call(hooks, conn, job)
     return jobs

@@ -4,18 +4,21 @@ counters, and no prometheus_client on the worker's import path unless enabled.""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from akadze import Akadze, Fail, Retry, current
+from akadze import Akadze, Fail, Retry, current, metrics
+from akadze.db.stats import QueueStats
 from akadze.errors import ConfigError
-from akadze.metrics import instrument_enqueue, serve_worker_metrics
+from akadze.metrics import QueueCollector, instrument_enqueue, serve_worker_metrics
 from akadze.worker import Worker
 from tests.conftest import wait_until
 from tests.support import module_database
@@ -68,6 +71,7 @@ async def test_a_serving_worker_exposes_the_design_metrics_over_http(app: Akadze
     registry = CollectorRegistry()
     worker = Worker(app, queues=["mail"], slots=3, poll_interval=timedelta(milliseconds=50))
     server = serve_worker_metrics(worker, port=0, registry=registry, queue_interval_s=0.0)
+    server.queues.cost_factor = 0.0  # read at every scrape
     running = asyncio.create_task(worker.run(handle_signals=False))
     try:
         ok = await send.enqueue(secret="SECRET-VALUE-1")
@@ -167,3 +171,21 @@ def test_the_worker_import_path_loads_neither_prometheus_nor_opentelemetry() -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_read_slower_than_a_scrape_finishes_in_the_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "QUEUE_TIMEOUT_S", 0.05)
+    pending: concurrent.futures.Future[Sequence[QueueStats]] = concurrent.futures.Future()
+    started: list[int] = []
+
+    def start_read() -> concurrent.futures.Future[Sequence[QueueStats]]:
+        started.append(1)
+        return pending
+
+    collector = QueueCollector(start_read, interval_s=0.0)
+    assert collector.stats() == ()  # the scrape did not wait past its timeout
+    assert collector.stats() == () and len(started) == 1  # one read in flight at a time
+    one = QueueStats("mail", False, 1, 2, 3, 4.0, 5)
+    pending.set_result([one])
+    collector.cost_factor = 1e9  # the next read is far off: the scrape shows what was read
+    assert collector.stats() == [one] and len(started) == 1

@@ -22,6 +22,9 @@ DESIGN_NAMES = {
     "current",
     "request_cancel",
     "requeue",
+    # DESIGN.md section 5, flow control
+    "Unique",
+    "Limit",
 }
 
 

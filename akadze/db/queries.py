@@ -27,6 +27,8 @@ from akadze.db.stats import (
     job_summaries_query,
 )
 from akadze.db.tables import jobs
+from akadze.errors import UniqueConflictError
+from akadze.flow import LimitParams, Unique
 from akadze.job import Job, JobState
 from akadze.outcomes import Completion
 from akadze.stored import row_to_job
@@ -110,6 +112,8 @@ class NewJobs(msgspec.Struct, frozen=True):
     expires_at: datetime | None
     #: the enqueuing span's W3C trace context (akadze.tracing); None when tracing is off
     trace_context: str | None = None
+    #: the task's Unique: enqueue goes through enqueue_unique(_batch)
+    unique: Unique | None = None
 
 
 class Orphan(msgspec.Struct, frozen=True):
@@ -172,9 +176,43 @@ class Queries:
         return [_new_job(new, row, payload) for row, payload in zip(rows, args, strict=True)]
 
     @staticmethod
+    async def enqueue_unique(conn: Connection, new: NewJobs, args: str, key: str) -> Job | None:
+        """The new job, or the one holding ``key`` (duplicate=True); None: send it again."""
+        stmt = statement("enqueue_unique")
+        rows = await _fetch(conn, stmt, _unique_params(stmt, new, args, key))
+        return _unique_job(new, rows[0], args) if rows else None
+
+    @staticmethod
+    async def enqueue_unique_batch(
+        conn: Connection, new: NewJobs, args: Sequence[str], keys: Sequence[str]
+    ) -> dict[int, Job]:
+        """Item position (from 0) -> its new job or the one holding its key; missing: send again."""
+        stmt = statement("enqueue_unique_batch")
+        rows = await _fetch(conn, stmt, _unique_params(stmt, new, list(args), list(keys)))
+        return {row["n"] - 1: _unique_job(new, row, args[row["n"] - 1]) for row in rows}
+
+    @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
         rows = await _fetch(conn, statement("claim"), params)
+        return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
+    async def claim_limited(
+        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, limits: LimitParams
+    ) -> list[Job]:
+        """claim, for a worker whose tasks have limits: a job whose limit is full stays queued."""
+        params = {
+            "queues": list(queues),
+            "limit": limit,
+            "worker_id": worker_id,
+            "l_task": limits.tasks,
+            "l_key": limits.keys,
+            "l_conc": limits.concurrency,
+            "l_rate": limits.rate,
+            "l_per": limits.per_s,
+        }
+        rows = await _fetch(conn, statement("claim_limited"), params)
         return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
@@ -233,6 +271,8 @@ class Queries:
     @staticmethod
     async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
         rows = await _fetch(conn, statement("requeue"), {"id": job_id})
+        if rows and rows[0]["held_by"] is not None:
+            raise UniqueConflictError(job_id, rows[0]["held_by"])
         return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None
 
     @staticmethod
@@ -428,6 +468,24 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
         "expires_at": new.expires_at,
         "trace_context": new.trace_context,
     }
+
+
+def _unique_params(
+    stmt: Statement, new: NewJobs, args: str | list[str], key: str | list[str]
+) -> dict[str, Any]:
+    unique = new.unique
+    assert unique is not None
+    params = _new_params(new, args)
+    params.update(
+        unique_key=key, unique_keys=key, unique_states=unique.blocking_states, period_s=unique.period_s
+    )
+    return {name: params[name] for name in stmt.params}
+
+
+def _unique_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
+    if row["duplicate"]:
+        return msgspec.structs.replace(row_to_job(row, json_text=True), duplicate=True)
+    return _new_job(new, row, payload)
 
 
 class _ErrorEntry(msgspec.Struct):

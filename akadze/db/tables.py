@@ -19,6 +19,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+from sqlalchemy.types import UserDefinedType
 
 metadata = MetaData()
 
@@ -49,6 +50,9 @@ jobs = Table(
     Column("trace_context", Text),
     # a waiter (wait_for) marked it: finishing it notifies akadze_done
     Column("awaited", Boolean, nullable=False),
+    # Unique: the job's key and the states in which it blocks another job with the same key
+    Column("unique_key", Text),
+    Column("unique_states", ARRAY(Text)),
 )
 Index(
     "akadze_jobs_claim_idx",
@@ -69,6 +73,12 @@ Index("akadze_jobs_state_id_idx", jobs.c.state, jobs.c.id)
 Index("akadze_jobs_task_id_idx", jobs.c.task, jobs.c.id)
 Index("akadze_jobs_queue_id_idx", jobs.c.queue, jobs.c.id)
 Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
+Index(
+    "akadze_jobs_unique_idx",
+    jobs.c.unique_key,
+    unique=True,
+    postgresql_where=text("unique_key IS NOT NULL AND state = ANY (unique_states)"),
+)
 
 workers = Table(
     "akadze_workers",
@@ -102,6 +112,28 @@ schedule_runs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
 )
 Index("akadze_schedule_runs_created_idx", schedule_runs.c.created_at)
+
+class Xid8(UserDefinedType[int]):
+    """PostgreSQL's 64-bit transaction id."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: object) -> str:
+        return "xid8"
+
+
+# Limit permits (db/migrations/0006_flow_control.sql)
+limit_slots = Table(
+    "akadze_limit_slots",
+    metadata,
+    Column("grp", Text, primary_key=True),
+    Column("slot", Integer, primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+    Column("run", Integer, nullable=False),
+    Column("taken_by", Xid8, nullable=False),
+    Column("taken_at", TIMESTAMP(timezone=True), nullable=False),
+    Column("free_at", TIMESTAMP(timezone=True)),
+)
 
 queue_pauses = Table(
     "akadze_queue_pauses",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -28,6 +29,7 @@ from akadze.db.queries import Ended, Queries, Written
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
 from akadze.events import Event, Kind
+from akadze.flow import limit_params
 from akadze.job import Job, JobState
 from akadze.outcomes import ErrorType, Verdict
 from akadze.worker.completer import Completer, store_result
@@ -125,6 +127,8 @@ class Worker:
         #: per running job: when its run started (monotonic) and how long it waited for it
         self._timing: dict[int, tuple[float, float | None]] = {}
         self._claim = HeldConnection(app.engine)
+        #: claim.sql, or claim_limited.sql when a task has a Limit (docs/flow-control.md)
+        self._claim_jobs = choose_claim(app)
         #: a claim failed on a lost connection: it may have committed, its reply lost
         self._claim_unsure = False
         self._heartbeat: Heartbeat | None = None
@@ -252,7 +256,7 @@ class Worker:
                         elif self.app.hooks.on_transition:
                             jobs = await self._claim_with_hooks(free)
                         else:
-                            jobs = await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
+                            jobs = await self._claim_jobs(await self._claim.raw(), self.queues, free, self.id)
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -303,7 +307,7 @@ class Worker:
         conn = await self._claim.get()
         try:
             async with conn.begin():
-                jobs = await Queries.claim(conn, self.queues, free, self.id)
+                jobs = await self._claim_jobs(conn, self.queues, free, self.id)
                 for job in jobs:
                     await hooks.transition(self.app.hooks.on_transition, conn, job, JobState.QUEUED)
         except Exception as exc:
@@ -312,7 +316,7 @@ class Worker:
             # as for completions: a broken hook must not stop the queue. The claim and the
             # hook's writes rolled back together; the jobs are claimed again without hooks.
             logger.exception("an on_transition hook failed at claim; claiming without hooks")
-            return await Queries.claim(await self._claim.raw(), self.queues, free, self.id)
+            return await self._claim_jobs(await self._claim.raw(), self.queues, free, self.id)
         return jobs
 
     async def _sleep(self, seconds: float) -> None:
@@ -542,6 +546,16 @@ async def _rescue_service(worker: Worker) -> None:
 
 
 _rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is always safe to run
+
+
+def choose_claim(app: Akadze) -> Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]:
+    """The claim a worker of ``app`` runs: the plain one unless some task has a Limit."""
+    limits = limit_params(
+        {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
+    )
+    if limits is None:
+        return Queries.claim
+    return functools.partial(Queries.claim_limited, limits=limits)
 
 
 #: services added by other parts of akadze (schedules, pruning)

@@ -26,6 +26,7 @@ RELEASED = {
     (3, "queue_pauses"): "1249d641eaa939e7634d543d0caefb6c730d8a71c5bb58142f4bd4cbd3fa0a45",
     (5, "trace_context"): "1c12cc3f11aa3cb77a23efdc59da142598e3575104387e80e43e5f494797b406",
     (4, "awaited_jobs"): "e2022b59d310c7172ce58c169b5302c06fea4055ac83392067168b494ef42965",
+    (6, "flow_control"): "bde0258b6d8c91e1fa3a3f6e71e918661b09995904bfaa1ccb99a21ac11946d0",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

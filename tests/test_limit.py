@@ -1,0 +1,331 @@
+"""Limits: the declaration checks (pure), and the claim holding jobs back in-process on a real
+database: held jobs stay queued and spend nothing, other jobs still run, permits come back
+when a job ends, is rescued or is put back. Multi-process and PgBouncer runs: tests/faults."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from akadze import Akadze, JobState, Limit
+from akadze.db.queries import Queries
+from akadze.db.sql import statement
+from akadze.errors import ConfigError
+from akadze.flow import arguments_of, check_limit, limit_params
+from akadze.worker import Worker
+from akadze.worker.rescuer import rescue_lost
+from tests.conftest import wait_until
+from tests.support import execute, fetch, fetchval, module_database, plain
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
+
+# -- declaration checks (pure) ----------------------------------------------------------------
+
+
+def call(account: int, amount: float, tags: set[str], untyped, note: str = "") -> None:  # type: ignore[no-untyped-def]
+    ...
+
+
+PARAMS = arguments_of(call, inspect.signature(call))
+
+
+class TestCheckLimit:
+    def test_good_limits_pass(self) -> None:
+        for limit in (
+            Limit(concurrency=1),
+            Limit(rate=10, per=timedelta(seconds=1)),
+            Limit(concurrency=2, rate=1, per=timedelta(minutes=1), key="account"),
+            Limit(concurrency=1, key="note"),
+        ):
+            assert check_limit("t", limit, PARAMS) is limit
+        assert check_limit("t", None, PARAMS) is None
+
+    @pytest.mark.parametrize(
+        ("limit", "words"),
+        [
+            (Limit(), ["concurrency=N or rate=N"]),
+            (Limit(concurrency=0), ["concurrency", "1 or more"]),
+            (Limit(concurrency=True), ["concurrency", "1 or more"]),
+            (Limit(rate=0, per=timedelta(seconds=1)), ["rate", "1 or more"]),
+            (Limit(rate=5), ["needs per="]),
+            (Limit(concurrency=1, per=timedelta(seconds=1)), ["per=", "applies to rate="]),
+            (Limit(rate=5, per=timedelta(0)), ["positive timedelta"]),
+            (Limit(rate=5, per=5), ["positive timedelta"]),  # type: ignore[arg-type]
+            (Limit(concurrency=1, key="acount"), ["'acount'", "does not take", "account"]),
+            (Limit(concurrency=1, key="amount"), ["'amount'", "no stable JSON form", "float"]),
+            (Limit(concurrency=1, key="tags"), ["'tags'", "no stable JSON form", "set"]),
+            (Limit(concurrency=1, key="untyped"), ["'untyped'", "no stable JSON form"]),
+        ],
+        ids=[
+            "empty",
+            "zero-concurrency",
+            "bool-concurrency",
+            "zero-rate",
+            "rate-without-per",
+            "per-without-rate",
+            "zero-per",
+            "per-not-timedelta",
+            "unknown-key",
+            "float-key",
+            "set-key",
+            "untyped-key",
+        ],
+    )
+    def test_bad_limits_are_one_config_error_naming_the_task(self, limit: Limit, words: list[str]) -> None:
+        with pytest.raises(ConfigError) as caught:
+            check_limit("api.call", limit, PARAMS)
+        assert "task 'api.call'" in str(caught.value)
+        for word in words:
+            assert word in str(caught.value)
+
+    def test_the_app_refuses_a_bad_limit_at_declaration(self) -> None:
+        app = Akadze(database_url="postgresql://localhost/none")
+        with pytest.raises(ConfigError, match=r"task 'api\.call'.*needs per="):
+
+            @app.task("api.call", limit=Limit(rate=3))
+            async def api_call(account: int) -> None: ...
+
+        with pytest.raises(ConfigError, match=r"task 'sync'.*'nope'"):
+            app.register(lambda account: None, name="sync", limit=Limit(concurrency=1, key="nope"))
+
+    def test_limit_params_are_none_without_limits(self) -> None:
+        assert limit_params({}) is None
+        params = limit_params(
+            {"b": Limit(concurrency=2), "a": Limit(rate=3, per=timedelta(milliseconds=500), key="k")}
+        )
+        assert params is not None
+        assert params.tasks == ["a", "b"]
+        assert params.keys == ["k", None]
+        assert params.concurrency == [None, 2]
+        assert params.rate == [3, None]
+        assert params.per_s == [0.5, None]
+
+
+# -- the claim, in-process ------------------------------------------------------------------
+
+
+async def claim(
+    database_url: str, limits: dict[str, Limit], limit: int = 10, worker: str | None = None
+) -> list[Any]:
+    import asyncpg
+
+    params = limit_params(limits)
+    assert params is not None
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        return await Queries.claim_limited(conn, ["default"], limit, worker or str(uuid.uuid4()), params)
+    finally:
+        await conn.close()
+
+
+async def test_a_worker_without_limits_runs_the_plain_claim(app: Akadze) -> None:
+    @app.task("t")
+    async def t() -> None: ...
+
+    worker = Worker(app)
+    assert worker._claim_jobs is Queries.claim  # claim.sql, unchanged: nothing to pay
+
+
+async def test_a_held_job_stays_queued_spends_nothing_and_other_jobs_still_run(
+    app: Akadze, database_url: str
+) -> None:
+    release = asyncio.Event()
+    running: set[str] = set()
+
+    @app.task("limited", limit=Limit(concurrency=1))
+    async def limited(n: int) -> None:
+        running.add(f"limited-{n}")
+        await release.wait()
+
+    @app.task("free")
+    async def free(n: int) -> None:
+        running.add(f"free-{n}")
+        await release.wait()
+
+    # the held jobs come first in claim order: they must not keep the free ones out
+    held = [await limited.using(priority=5).enqueue(n=n) for n in range(3)]
+    for n in range(3):
+        await free.enqueue(n=n)
+    worker = Worker(app, slots=10, poll_interval=timedelta(milliseconds=50))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await wait_until(lambda: len(running) == 4)
+        await asyncio.sleep(0.3)  # a few more claims: still one limited job
+        assert running == {"limited-0", "free-0", "free-1", "free-2"}
+        rows = await fetch(
+            database_url, "SELECT id, state, attempt, run FROM akadze_jobs WHERE task = 'limited' ORDER BY id"
+        )
+        assert [(r["state"], r["attempt"], r["run"]) for r in rows] == [
+            ("running", 1, 1),
+            ("queued", 0, 0),
+            ("queued", 0, 0),
+        ]
+        assert [r["id"] for r in rows] == [job.id for job in held]
+        release.set()
+        await wait_until(lambda: len(running) == 6)
+    finally:
+        release.set()
+        worker.stop()
+        await serving
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 6
+
+
+async def test_a_permit_comes_back_when_its_job_ends(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(concurrency=2))
+    async def t() -> None: ...
+
+    for _ in range(3):
+        await t.enqueue()
+    limits = {"t": Limit(concurrency=2)}
+    first = await claim(database_url, limits)
+    assert len(first) == 2
+    assert await claim(database_url, limits) == []
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {first[0].id}")
+    assert len(await claim(database_url, limits)) == 1
+
+
+async def test_a_rescued_job_gives_its_place_back(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(concurrency=1))
+    async def t() -> None: ...
+
+    await t.enqueue()
+    await t.enqueue()
+    limits = {"t": Limit(concurrency=1)}
+    # claimed by a worker that never registered: as good as SIGKILLed, rescued at the next pass
+    [lost] = await claim(database_url, limits)
+    assert await claim(database_url, limits) == []
+    written = await rescue_lost(app.engine)
+    assert [w.id for w in written] == [lost.id]
+    assert len(await claim(database_url, limits)) == 1
+
+
+async def test_a_graceful_shutdown_gives_the_place_back(app: Akadze, database_url: str) -> None:
+    started = asyncio.Event()
+
+    @app.task("slow", limit=Limit(concurrency=1))
+    async def slow() -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    job = await slow.enqueue()
+    worker = Worker(app, shutdown_timeout=timedelta(milliseconds=100))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    await asyncio.wait_for(started.wait(), 10)
+    worker.stop()
+    await serving
+    assert (await app.get_job(job.id)).state is JobState.QUEUED  # type: ignore[union-attr]
+    assert [j.id for j in await claim(database_url, {"slow": Limit(concurrency=1)})] == [job.id]
+
+
+async def test_per_key_limits_hold_each_key_apart(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(concurrency=1, key="account"))
+    async def t(account: str | None = None) -> None: ...
+
+    for account in ("a", "a", "b", "b"):
+        await t.enqueue(account=account)
+    await t.enqueue()  # no key: a group of its own
+    limits = {"t": Limit(concurrency=1, key="account")}
+    claimed = await claim(database_url, limits)
+    assert sorted(str(job.args.get("account")) for job in claimed) == ["None", "a", "b"]
+    assert await claim(database_url, limits) == []
+
+
+async def test_a_rate_permit_is_spent_for_its_window(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(rate=2, per=timedelta(seconds=1)))
+    async def t() -> None: ...
+
+    for _ in range(5):
+        await t.enqueue()
+    limits = {"t": Limit(rate=2, per=timedelta(seconds=1))}
+    assert len(await claim(database_url, limits)) == 2
+    await execute(database_url, "UPDATE akadze_jobs SET state = 'succeeded' WHERE state = 'running'")
+    assert await claim(database_url, limits) == []  # ended, but the window is not over
+    await execute(database_url, "UPDATE akadze_limit_slots SET free_at = now() - interval '1 ms'")
+    assert len(await claim(database_url, limits)) == 2
+
+
+async def test_a_cancelled_or_expired_job_of_a_full_limit_still_ends_at_claim(
+    app: Akadze, database_url: str
+) -> None:
+    @app.task("t", limit=Limit(concurrency=1))
+    async def t() -> None: ...
+
+    await t.enqueue()
+    doomed = await t.enqueue()
+    await execute(database_url, f"UPDATE akadze_jobs SET cancel_requested = true WHERE id = {doomed.id}")
+    claimed = await claim(database_url, {"t": Limit(concurrency=1)})
+    assert sorted((job.id, job.state) for job in claimed)[-1] == (doomed.id, JobState.CANCELLED)
+    assert len(claimed) == 2
+
+
+async def test_racing_claims_never_grant_more_than_the_limit(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(concurrency=3, key="k"))
+    async def t(k: int) -> None: ...
+
+    await t.enqueue_many([{"k": n % 2} for n in range(60)])
+    limits = {"t": Limit(concurrency=3, key="k")}
+
+    async def running() -> dict[str, int]:
+        rows = await fetch(
+            database_url,
+            "SELECT args->>'k' AS k, count(*) AS n FROM akadze_jobs WHERE state = 'running' GROUP BY 1",
+        )
+        return {r["k"]: r["n"] for r in rows}
+
+    for _ in range(5):
+        await asyncio.gather(*(claim(database_url, limits, limit=2) for _ in range(8)))
+        counts = await running()
+        assert max(counts.values()) <= 3, counts
+        # a claim that lost a race for a permit leaves its job queued: the next claim takes it
+        while await claim(database_url, limits):
+            pass
+        assert await running() == {"0": 3, "1": 3}
+        await execute(database_url, "UPDATE akadze_jobs SET state = 'succeeded' WHERE state = 'running'")
+
+
+async def test_the_limited_claim_walks_the_claim_index(database_url: str) -> None:
+    await execute(
+        database_url,
+        "INSERT INTO akadze_jobs (task, queue, args) "
+        "SELECT CASE WHEN n % 2 = 0 THEN 'limited' ELSE 'other' END, 'default', "
+        "jsonb_build_object('k', n % 100) "
+        "FROM generate_series(1, 20000) AS n",
+        "ANALYZE akadze_jobs",
+    )
+    params = limit_params({"limited": Limit(concurrency=1, key="k")})
+    assert params is not None
+    import asyncpg
+
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        stmt = statement("claim_limited")
+        values = {
+            "queues": ["default"],
+            "limit": 10,
+            "worker_id": str(uuid.uuid4()),
+            "l_task": params.tasks,
+            "l_key": params.keys,
+            "l_conc": params.concurrency,
+            "l_rate": params.rate,
+            "l_per": params.per_s,
+        }
+        plan = "\n".join(
+            row[0] for row in await conn.fetch("EXPLAIN " + stmt.pg, *[values[name] for name in stmt.params])
+        )
+        await tx.rollback()
+    finally:
+        await conn.close()
+    assert plan.count("akadze_jobs_claim_idx") >= 2, plan
+    assert "Seq Scan on akadze_jobs" not in plan, plan
