@@ -1,0 +1,52 @@
+"""akadze queues list, as a table and as JSON, against a real database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from typer.testing import Result
+
+from tests.cli.test_observe import Db, akadze, as_json, database_url, db, fp
+
+__all__ = ["akadze", "database_url", "db"]  # fixtures
+
+
+# -- queues list ------------------------------------------------------------------------------
+
+
+def test_queues_list_counts_each_queue_as_json_and_as_a_table(db: Db, akadze: Callable[..., Result]) -> None:
+    db.enqueue("mail.send", user_id=1)
+    db.enqueue("mail.send", user_id=2)
+    db.enqueue("mail.send", delay=timedelta(hours=1), user_id=3)
+    db.sql("UPDATE akadze_jobs SET run_at = now() - interval '90 seconds' WHERE args ->> 'user_id' = '1'")
+    db.sql("INSERT INTO akadze_queue_pauses (queue) VALUES ('idle')")
+    db.worker("w1", ["mail", "other"], [("mail.send", "mail", fp(db, "mail.send"))])
+
+    found = as_json(akadze("queues", "list", "--output", "json"))
+    by_name = {q["name"]: q for q in found}
+    assert set(by_name) == {"idle", "mail", "other"}
+    mail = by_name["mail"]
+    assert set(mail) == {"name", "paused", "ready", "delayed", "running", "oldest_ready_s", "workers"}
+    assert (mail["paused"], mail["ready"], mail["delayed"], mail["running"], mail["workers"]) == (
+        False,
+        2,
+        1,
+        0,
+        1,
+    )
+    assert 89 < mail["oldest_ready_s"] < 200
+    assert by_name["idle"]["paused"] is True and by_name["idle"]["oldest_ready_s"] is None
+    assert by_name["other"]["workers"] == 1
+
+    result = akadze("queues", "list")
+    assert result.exit_code == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows[0] == ["NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST", "READY", "WORKERS"]
+    assert rows[2][:5] == ["mail", "no", "2", "1", "0"]
+
+
+def test_queues_list_with_nothing_is_an_empty_array(akadze: Callable[..., Result]) -> None:
+    assert as_json(akadze("queues", "list", "-o", "json")) == []
+    result = akadze("queues", "list")
+    assert result.exit_code == 0 and "no queues" in result.stdout
