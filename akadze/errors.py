@@ -21,6 +21,7 @@ AkadzeError
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
 ├── SchemaVersionError                  the schema is older than this code: run akadze db migrate
+├── ForwardOnlyError                    an Alembic downgrade of akadze's schema (migrations are forward-only)
 ├── UniqueConflictError                 requeue refused: a newer job holds the job's unique key
 ├── UniqueRaceError                     a unique enqueue lost every round of a rare race
 └── EmbeddedPostgresError (RuntimeError) the embedded dev PostgreSQL failed
@@ -237,4 +238,15 @@ class UniqueRaceError(AkadzeError):
         super().__init__(
             f"task {task_name!r}: a unique enqueue lost {rounds} races in a row to jobs with the "
             "same key; nothing was inserted; try again"
+        )
+
+
+class ForwardOnlyError(AkadzeError):
+    """akadze's migrations cannot be undone: an Alembic downgrade through akadze's revision."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "akadze's migrations are forward-only: this revision cannot be downgraded. Downgrade "
+            "to a revision after it, or restore a backup; akadze runs on a schema newer than it "
+            "needs (docs/schema.md)"
         )

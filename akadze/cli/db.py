@@ -93,6 +93,32 @@ def status(
         fail(1, f"{len(found.pending)} migration(s) pending: run `akadze db migrate`")
 
 
+@app.command("revision")
+@handled
+def revision(
+    alembic: Annotated[
+        Path,
+        typer.Option(
+            "--alembic",
+            metavar="DIR",
+            help="Alembic's versions folder: write a revision there that applies akadze's migrations.",
+        ),
+    ],
+    down_revision: Annotated[
+        str | None,
+        typer.Option(help="The revision it follows (default: the folder's single head)."),
+    ] = None,
+) -> None:
+    """Write an Alembic revision that applies akadze's pending migrations (docs/schema.md)."""
+    from akadze.alembic import write_revision
+
+    try:
+        written = write_revision(alembic, down_revision=down_revision)
+    except (FileNotFoundError, ValueError) as exc:
+        fail(2, f"error: {exc}")
+    typer.echo(str(written))
+
+
 @app.command("sql")
 def sql() -> None:
     """Print the schema's SQL (for Alembic or hand-run migrations)."""
