@@ -36,6 +36,7 @@ from akadze.app import create_engine
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.db.queries import NewJobs
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, JobNotFoundError
+from akadze.flow import Unique
 from akadze.guard import Constraints, Discriminator, Guard, InvalidArgsError
 from akadze.job import Job, JobState
 from akadze.stored import MAX_JSON_DEPTH, check_depth
@@ -53,6 +54,7 @@ __all__ = [
     "dispose",
     "get_job",
     "is_codegen",
+    "unique_option",
     "wait_for",
 ]
 
@@ -227,6 +229,7 @@ class RemoteTask(Enqueuer, Generic[A]):
         max_attempts: int,
         args_fp: str,
         args_type: object,
+        unique: Unique | None = None,
     ) -> None:
         self.name = name
         self.queue = queue
@@ -240,6 +243,8 @@ class RemoteTask(Enqueuer, Generic[A]):
         # shared by the copies using() makes, so the decoder is built once per task
         self._guard = Guard(name, args_type)
         self._options = EnqueueOptions()
+        #: the worker's Unique, from the manifest: the same key, so the same one job
+        self.unique = unique
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} queue={self.queue!r}>"
@@ -289,8 +294,15 @@ class RemoteTask(Enqueuer, Generic[A]):
             priority=self.priority,
             max_attempts=self.max_attempts,
             args_fp=self.args_fp,
+            unique=self.unique,
         )
         return await insert_jobs(options, new, payloads)
+
+
+def unique_option(args: list[str] | None, period_s: float | None, states: list[str]) -> Unique:
+    """The task's Unique as the manifest records it (what generated clients pass to RemoteTask)."""
+    period = None if period_s is None else timedelta(seconds=period_s)
+    return Unique(args=None if args is None else tuple(args), period=period, states=frozenset(states))
 
 
 def _check_keys(

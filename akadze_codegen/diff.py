@@ -179,6 +179,11 @@ class _Differ:
             if before != after:
                 text = f"{option} {before} -> {after} (clients insert the value they were generated with)"
                 changes.append(Change("safe", old.name, text, topic=option))
+        if old.unique != new.unique:
+            # clients of the old manifest compute the old key: until they are regenerated, a
+            # producer and the worker side may each make a job where one was meant
+            text = "unique changed (clients compute the key they were generated with: regenerate them)"
+            changes.append(Change("breaking", old.name, text, topic="unique"))
         params = self.params(old.name, old.params, new.params)
         changes.extend(params)
         if not params and old.args_fp != new.args_fp:

@@ -20,6 +20,7 @@ import msgspec
 from akadze.app import Akadze
 from akadze.app_path import load_app as load_akadze_app
 from akadze.errors import AppLoadError
+from akadze.flow import Limit, Unique
 from akadze_codegen import signature as ir
 from akadze_codegen.mirror import OVERRIDE_TARGETS, Walker, rename
 from akadze_codegen.naming import attr_name, check_names
@@ -92,6 +93,8 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
                 params=params,
                 module=task.module,
                 doc=_first_line(task_doc(task.fn)),
+                unique=_unique_spec(task.options.unique),
+                limit=_limit_spec(task.options.limit),
             )
         )
     problems.extend(check_names(tasks, by_client))
@@ -164,3 +167,17 @@ def extract(app_path: str) -> ir.Manifest:
     overrides = load_overrides()
     app = load_app(app_path)
     return build_manifest(app, app_path, overrides)
+
+
+def _unique_spec(unique: Unique | None) -> ir.UniqueSpec | None:
+    if unique is None:
+        return None
+    args = None if unique.args is None else sorted(unique.args)
+    return ir.UniqueSpec(args=args, period_s=unique.period_s, states=unique.blocking_states)
+
+
+def _limit_spec(limit: Limit | None) -> ir.LimitSpec | None:
+    if limit is None:
+        return None
+    per_s = None if limit.per is None else limit.per.total_seconds()
+    return ir.LimitSpec(concurrency=limit.concurrency, rate=limit.rate, per_s=per_s, key=limit.key)

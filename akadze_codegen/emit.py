@@ -423,6 +423,8 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
         f"args_fp={_q(task.args_fp)}",
         f"args_type={args}",
     ]
+    if task.unique is not None:
+        items.append(f"unique={_unique_call(task.unique)}")
     head = f"{task.attr}: _t.Final = "
     if nodes.fits(f"{head}{cls}("):
         instance = nodes.exploded(f"{head}{cls}(", items, ")")
@@ -481,3 +483,10 @@ def _module(
         text += "\n" if i == 0 and not block.startswith("class ") else "\n\n"
         text += block
     return text
+
+
+def _unique_call(unique: ir.UniqueSpec) -> str:
+    """The client's Unique, built from the manifest's record (akadze.client.unique_option)."""
+    args = "None" if unique.args is None else "[" + ", ".join(_q(name) for name in unique.args) + "]"
+    states = "[" + ", ".join(_q(state) for state in unique.states) + "]"
+    return f"_rt.unique_option(args={args}, period_s={unique.period_s!r}, states={states})"

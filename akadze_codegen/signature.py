@@ -208,6 +208,26 @@ class Param(msgspec.Struct, frozen=True, omit_defaults=True):
     default: str | None = None
 
 
+class UniqueSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The task's akadze.Unique: generated clients compute the same key (akadze.flow)."""
+
+    #: the argument names that make the key, sorted (None: all of them)
+    args: list[str] | None = None
+    #: the window in seconds (None: no window)
+    period_s: float | None = None
+    #: the blocking states, sorted
+    states: list[str] = msgspec.field(default_factory=list)
+
+
+class LimitSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The task's akadze.Limit, for the record: workers enforce it, producers need nothing."""
+
+    concurrency: int | None = None
+    rate: int | None = None
+    per_s: float | None = None
+    key: str | None = None
+
+
 class TaskSignature(msgspec.Struct, frozen=True, omit_defaults=True):
     """One registered task, as producers see it."""
 
@@ -225,6 +245,8 @@ class TaskSignature(msgspec.Struct, frozen=True, omit_defaults=True):
     #: the included module that registered the task, for the docs
     module: str | None = None
     doc: str | None = None
+    unique: UniqueSpec | None = None
+    limit: LimitSpec | None = None
 
 
 class ClientModule(msgspec.Struct, frozen=True):

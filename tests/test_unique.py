@@ -386,3 +386,74 @@ async def test_a_duplicate_never_runs_the_enqueue_hook(make_app: Callable[..., A
     await report.enqueue_many([{"account": 1}, {"account": 2}])
     await wait_until(lambda: len(seen) == 2)
     assert seen[0] == first.id and len(seen) == 2
+
+
+async def test_generated_clients_and_the_worker_side_make_one_job(
+    make_app: Callable[..., Akadze], database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest records the option; the client computes the same key from the same JSON,
+    so 20 racing producers, half of them generated clients, make one job."""
+    import importlib
+    import json
+    import sys
+
+    from akadze_codegen import generate
+    from tests.apps.flow import create_app
+
+    generate("tests.apps.flow:app", tmp_path / "flow_client")
+    manifest = json.loads((tmp_path / "flow_client" / "_manifest.json").read_text())
+    recorded = {task["name"]: task for task in manifest["tasks"]}
+    assert recorded["flow.report"]["unique"] == {"args": ["account"], "states": ["queued", "running"]}
+    assert recorded["flow.two"]["limit"] == {"concurrency": 2}
+    assert "unique" not in recorded["flow.two"]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    client = importlib.import_module("flow_client").flow_report
+    assert client.unique is not None
+    app = create_app(database_url)
+    worker_side = app.tasks["flow.report"]
+    app_engine = make_app(pool_size=20).engine
+
+    async def through_client(n: int) -> Any:
+        async with app_engine.connect() as conn:
+            job = await client.using(session=conn).enqueue(account=9, note=f"client {n}")
+            await conn.commit()
+        return job
+
+    try:
+        jobs = await asyncio.gather(
+            *(through_client(n) for n in range(10)),
+            *(worker_side.enqueue(account=9, note=f"worker {n}") for n in range(10)),
+        )
+    finally:
+        await app.dispose()
+        sys.modules.pop("flow_client", None)
+    assert len({job.id for job in jobs}) == 1
+    assert sum(not job.duplicate for job in jobs) == 1
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs") == 1
+
+
+def test_codegen_diff_calls_a_changed_unique_breaking() -> None:
+    from akadze_codegen import signature as ir
+    from akadze_codegen.diff import diff
+
+    def manifest(unique: ir.UniqueSpec | None) -> ir.Manifest:
+        task = ir.TaskSignature(
+            name="report",
+            attr="report",
+            client=None,
+            queue="default",
+            priority=0,
+            max_attempts=3,
+            args_fp="fp",
+            params=[],
+            unique=unique,
+        )
+        return ir.Manifest(format=ir.FORMAT, app="app:app", modules=[], tasks=[task], types=[])
+
+    before = manifest(ir.UniqueSpec(args=["account"], states=["queued", "running"]))
+    after = manifest(ir.UniqueSpec(args=None, states=["queued", "running"]))
+    [change] = diff(before, after)
+    assert change.verdict == "breaking" and "unique changed" in change.what
+    assert diff(before, before) == []
+    [added] = diff(manifest(None), before)
+    assert added.verdict == "breaking"
