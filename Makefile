@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.akadze-installed
 PYTHON ?= python3
 
-.PHONY: help check test example bench regen regen-golden db db-stop
+.PHONY: help check test example bench regen regen-golden db db-stop screenshots
 
 help: ## Show this list of targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,6 +40,9 @@ regen: $(STAMP) ## Regenerate the example producer's typed clients
 
 regen-golden: $(STAMP) ## Regenerate the codegen goldens and typing snapshots (tests/codegen/regen.py)
 	$(BIN)/python -m tests.codegen.regen
+
+screenshots: $(STAMP) ## Photograph every dashboard page into docs/dashboard/ (needs chromium)
+	AKADZE_SCREENSHOTS=docs/dashboard $(BIN)/python -m pytest tests/web/test_dashboard_browser.py -q -k photographed
 
 db: $(STAMP) ## Start (or attach to) the embedded dev PostgreSQL and print its URL
 	@$(BIN)/python -c 'from akadze import embedded; print(embedded.start())'

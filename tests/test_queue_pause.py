@@ -203,3 +203,28 @@ async def test_resume_wakes_a_listening_worker_at_once(app: Akadze, database_url
     finally:
         worker.stop()
         await asyncio.wait_for(serving, 10)
+
+
+async def test_a_worker_with_limited_tasks_skips_a_paused_queue_too(app: Akadze, database_url: str) -> None:
+    """Workers whose tasks have a Limit claim with claim_limited.sql: the pause holds there too,
+    for the limited task and for the other tasks of the queue."""
+    from akadze import Limit
+
+    ran: list[str] = []
+
+    @app.task("limited", queue="shared", limit=Limit(concurrency=2))
+    async def limited() -> None:
+        ran.append("limited")
+
+    @app.task("plain", queue="shared")
+    async def plain_task() -> None:
+        ran.append("plain")
+
+    await app.pause_queue("shared")
+    await limited.enqueue()
+    await plain_task.enqueue()
+    assert await drain(app) == 0
+    assert ran == []
+    await app.resume_queue("shared")
+    assert await drain(app) == 2
+    assert sorted(ran) == ["limited", "plain"]

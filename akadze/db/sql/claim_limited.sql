@@ -14,6 +14,7 @@
 -- again (concurrency) or spent (rate: a ceiling, never a reservation). Nothing gives a
 -- permit back: ends, rescues and put-backs free it by changing the job. The :l_* arrays are
 -- the limits, one item per task: name, key argument or null, concurrency, rate, per (s).
+-- A paused queue (akadze_queue_pauses) is skipped by every scan, as in claim.sql.
 WITH lim AS (
     SELECT l.task, l.key, l.conc, l.rate, l.per_s
     FROM unnest(
@@ -34,6 +35,7 @@ seen AS (
             AND j.queue = q.name
             AND j.run_at <= now()
             AND j.task <> ALL (CAST(:l_task AS text[]))
+            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT :limit
         FOR UPDATE OF j SKIP LOCKED
@@ -54,6 +56,7 @@ seen AS (
             AND j.queue = q.name
             AND j.run_at <= now()
             AND j.task = l.task
+            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
             AND (
                 g.exempt
                 OR (
