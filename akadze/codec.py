@@ -13,12 +13,14 @@ import enum
 import functools
 import hashlib
 import inspect
+import ipaddress
 import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from pathlib import PurePath
 from typing import Any, Literal, NotRequired, Required, TypeAlias
 from uuid import UUID
 
@@ -58,7 +60,14 @@ def _enc_hook(obj: Any) -> Any:
         # pydantic writes the model's JSON itself (in Rust) and msgspec embeds it as it is;
         # a non-finite float becomes null there, which the scan after encoding refuses
         return msgspec.Raw(obj.__pydantic_serializer__.to_json(obj, by_alias=True))
+    if isinstance(obj, _AS_STR):
+        return str(obj)  # as pydantic writes them, and generated clients do
     raise NotImplementedError(f"cannot encode {type(obj).__qualname__} as a task argument")
+
+
+#: argument types whose JSON form is their str(), which pydantic parses back
+_AS_STR: tuple[type, ...] = (PurePath, ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network)
+_AS_STR += (ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
 
 
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")

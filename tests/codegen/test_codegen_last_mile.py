@@ -294,3 +294,20 @@ async def test_the_worker_runs_what_the_guard_passes(wire: Any, worker: Akadze, 
     assert received["payments.audit"]["ip"] == ipaddress.IPv4Address("10.0.0.1")
     assert received["payments.audit"]["peer"] == ipaddress.IPv6Address("::1")
     assert str(received["payments.audit"]["log"]) == "/var/log/x"
+
+
+def test_the_worker_side_enqueue_writes_ip_types_and_paths_as_the_client_does() -> None:
+    """The worker's own encoder wrote no IPv4Address or Path (found by the differential test)."""
+    from akadze.codec import build_codec
+
+    def audit(ip: ipaddress.IPv4Address, network: ipaddress.IPv6Network, log: PurePosixPath) -> None: ...
+
+    codec = build_codec("payments.audit", audit)
+    values = {
+        "ip": ipaddress.IPv4Address("10.0.0.1"),
+        "network": ipaddress.IPv6Network("2001:db8::/32"),
+        "log": PurePosixPath("/var/log/x"),
+    }
+    row = codec.encode(values)
+    assert msgspec.json.decode(row) == {"ip": "10.0.0.1", "network": "2001:db8::/32", "log": "/var/log/x"}
+    assert codec.decode(row) == values
