@@ -242,3 +242,17 @@ async def test_links_forms_and_redirects_keep_the_mount_prefix(make_app: Callabl
         assert done.status_code == 303
         assert done.headers["location"] == f"/ops/akadze/jobs/{job.id}?done=cancel"
         assert (await client.get("/ops/akadze/static/dashboard.js")).status_code == 200
+
+
+def test_the_worker_and_the_cli_never_import_the_web_libraries() -> None:
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    probe = (
+        "import sys, akadze, akadze.worker, akadze.cli, akadze.web; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'jinja2', 'uvicorn', 'httpx'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
