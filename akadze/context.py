@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from akadze.db.queries import Ended, Queries, Written
+from akadze.db.queries import Queries
 from akadze.errors import LostOwnershipError, NotInRunError
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
-from akadze.outcomes import Completion, Verdict
+from akadze.outcomes import Completed, Completion, Transition, Verdict
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -29,7 +29,7 @@ class RunContext:
     app: Akadze
     job: Job
     #: set once complete_tx() committed: the job as written, succeeded
-    completed: Written | None = field(default=None, init=False)
+    completed: Completed | None = field(default=None, init=False)
     #: True once request_cancel marked this running job. The worker refreshes it for all its
     #: runs in one query per heartbeat interval. A task may stop early on it; the outcome rules
     #: still decide the job's end (raising Cancel, or any error, ends it cancelled).
@@ -53,10 +53,10 @@ class RunContext:
         async with self.app.engine.connect() as conn:
             async with conn.begin():
                 yield conn
-                ended = Ended(
+                ended = Completion(
                     job.id,
                     job.run,
-                    Completion(
+                    Transition(
                         JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
                     ),
                     result=None,

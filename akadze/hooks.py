@@ -6,8 +6,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from akadze.db.queries import Queries, Written
+from akadze.db.queries import Queries
 from akadze.job import Job, JobState
+from akadze.outcomes import Completed
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -31,7 +32,7 @@ async def transition(
 
 
 async def transitions_written(
-    hooks: Sequence[TransitionHook], conn: AsyncConnection, written: Sequence[Written], from_state: JobState
+    hooks: Sequence[TransitionHook], conn: AsyncConnection, written: Sequence[Completed], from_state: JobState
 ) -> None:
     """Run on_transition hooks for jobs a slim write returned: their whole rows are read first,
     in the same transaction."""

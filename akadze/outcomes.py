@@ -17,15 +17,24 @@
 
 "Retried" means failed instead when the attempt budget is spent. The attempt is counted at
 claim, so "not spent" gives it back. When a cancel was requested, or the job expired, while
-it ran, every outcome but success ends cancelled and gives the attempt back; a completion
+it ran, every outcome but success ends cancelled and gives the attempt back; a transition
 carries ``cancellable`` and the database applies that rule at write time.
+
+The end of one run goes by four types, in the order the pipeline meets them:
+
+- RunEnd: how the body ended as the executor saw it (returned, raised, ...); decide()'s input.
+- Transition: what decide() makes of it: the job's next state, attempt, delay and error entry,
+  and its Verdict (the one-word outcome of events and metrics).
+- Completion: one run's Transition addressed to that run (job id and run, the fencing token)
+  with the encoded result: what the completer batches and complete_batch writes.
+- Completed: what the write changed for a job (fenced-out runs are absent).
 """
 
 from __future__ import annotations
 
 import enum
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import msgspec
 
@@ -35,6 +44,7 @@ from akadze.job import JobState
 
 __all__ = [
     "Cancel",
+    "Completed",
     "Completion",
     "ErrorType",
     "Fail",
@@ -43,6 +53,7 @@ __all__ = [
     "Retry",
     "RunEnd",
     "Snooze",
+    "Transition",
     "Verdict",
     "decide",
 ]
@@ -132,8 +143,8 @@ class Verdict(enum.StrEnum):
     RELEASED = "released"
 
 
-class Completion(msgspec.Struct, frozen=True):
-    """The write that ends a run; applied only while ``(id, run)`` still owns the job."""
+class Transition(msgspec.Struct, frozen=True):
+    """The job's next state, as decide() makes it of how a run ended."""
 
     state: JobState
     #: the attempt counter after this run (claim already counted the run)
@@ -149,6 +160,34 @@ class Completion(msgspec.Struct, frozen=True):
     verdict: Verdict = Verdict.RETRIED
 
 
+class Completion(msgspec.Struct, frozen=True):
+    """One run's Transition, addressed to the run (its fencing token) with the encoded result.
+
+    What the completer batches and complete_batch writes; ``committed`` when complete_tx
+    already wrote it (only the result is left to store). The error entry's ``at`` is the
+    database's clock at write time."""
+
+    job_id: int
+    run: int
+    transition: Transition
+    result: str | None
+    #: complete_tx committed the transition already; ``result`` is left to store
+    committed: bool = False
+
+
+class Completed(msgspec.Struct, frozen=True):
+    """What a write changed for one job (a fenced-out run is absent): its new state,
+    attempt and run_at, for the events and the wake-ups."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+    attempt: int
+    run: int
+    run_at: datetime
+
+
 def _qualified(exc: BaseException) -> str:
     cls = type(exc)
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
@@ -162,7 +201,7 @@ def decide(
     error: BaseException | None = None,
     policy: BackoffPolicy | None = None,
     rng: random.Random | None = None,
-) -> Completion:
+) -> Transition:
     """Turn how a run ended into the job's next state, per the table in this module's docstring.
 
     Args:
@@ -173,12 +212,12 @@ def decide(
         policy: the task's backoff policy (ignored for WORKER_LOST: rescues use the default).
     """
     if end is RunEnd.RETURNED:
-        return Completion(JobState.SUCCEEDED, attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED)
+        return Transition(JobState.SUCCEEDED, attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED)
     if end is RunEnd.SHUTDOWN:
-        return Completion(JobState.QUEUED, max(attempt - 1, 0), 0.0, verdict=Verdict.RELEASED)
+        return Transition(JobState.QUEUED, max(attempt - 1, 0), 0.0, verdict=Verdict.RELEASED)
     if end is RunEnd.UNDECODABLE:
         assert error is not None
-        return Completion(
+        return Transition(
             JobState.FAILED, attempt, None, _qualified(error), str(error), verdict=Verdict.FAILED
         )
     if end is RunEnd.WORKER_LOST:
@@ -187,15 +226,15 @@ def decide(
         return msgspec.structs.replace(lost, verdict=Verdict.LOST)
     assert error is not None
     if isinstance(error, Snooze):
-        return Completion(
+        return Transition(
             JobState.QUEUED, max(attempt - 1, 0), error.delay.total_seconds(), verdict=Verdict.SNOOZED
         )
     if isinstance(error, Cancel):
         reason = error.reason or None
         error_type = ErrorType.CANCEL if reason else None
-        return Completion(JobState.CANCELLED, attempt, None, error_type, reason, verdict=Verdict.CANCELLED)
+        return Transition(JobState.CANCELLED, attempt, None, error_type, reason, verdict=Verdict.CANCELLED)
     if isinstance(error, Fail):
-        return Completion(
+        return Transition(
             JobState.FAILED, attempt, None, ErrorType.FAIL, error.reason, verdict=Verdict.FAILED
         )
     if isinstance(error, Retry):
@@ -204,7 +243,7 @@ def decide(
     return _spend(attempt, max_attempts, delay, _qualified(error), str(error) or type(error).__name__)
 
 
-def _spend(attempt: int, max_attempts: int, delay: timedelta, error_type: str, message: str) -> Completion:
+def _spend(attempt: int, max_attempts: int, delay: timedelta, error_type: str, message: str) -> Transition:
     if attempt >= max_attempts:
-        return Completion(JobState.FAILED, attempt, None, error_type, message, verdict=Verdict.FAILED)
-    return Completion(JobState.QUEUED, attempt, delay.total_seconds(), error_type, message)
+        return Transition(JobState.FAILED, attempt, None, error_type, message, verdict=Verdict.FAILED)
+    return Transition(JobState.QUEUED, attempt, delay.total_seconds(), error_type, message)

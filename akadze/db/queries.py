@@ -30,7 +30,7 @@ from akadze.db.tables import jobs
 from akadze.errors import UniqueConflictError
 from akadze.flow import LimitParams, Unique
 from akadze.job import Job, JobState
-from akadze.outcomes import Completion
+from akadze.outcomes import Completed, Completion
 from akadze.stored import row_to_job
 
 #: a job keeps at most this many error entries, the newest
@@ -87,18 +87,6 @@ def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
     )
 
 
-class Written(msgspec.Struct, frozen=True):
-    """What complete_batch wrote: enough to log the transition (the run's fencing token too)."""
-
-    id: int
-    task: str
-    queue: str
-    state: JobState
-    attempt: int
-    run: int
-    run_at: datetime
-
-
 class NewJobs(msgspec.Struct, frozen=True):
     """What enqueue writes besides the arguments: the task's options after using(...)."""
 
@@ -139,17 +127,6 @@ class LiveTask(msgspec.Struct, frozen=True):
     task: str | None
     queue: str | None
     args_fp: str | None
-
-
-class Ended(msgspec.Struct, frozen=True):
-    """A run to end: its fencing token, the decided completion and the encoded result.
-
-    The error entry's ``at`` is the database's clock at write time."""
-
-    job_id: int
-    run: int
-    completion: Completion
-    result: str | None
 
 
 class Queries:
@@ -216,25 +193,27 @@ class Queries:
         return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
-    async def complete_batch(conn: Connection, ended: Sequence[Ended]) -> list[Written]:
+    async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
         """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
         rows_out = [
             _CompletionRow(
                 e.job_id,
                 e.run,
-                e.completion.state.value,
-                e.completion.attempt,
-                e.completion.delay_s,
+                e.transition.state.value,
+                e.transition.attempt,
+                e.transition.delay_s,
                 msgspec.Raw(e.result.encode()) if e.result is not None else None,
                 _error_entry(e),
-                e.completion.cancellable,
+                e.transition.cancellable,
             )
             for e in ended
         ]
         params: dict[str, Any] = {"max_errors": MAX_ERRORS, "batch": _batch_encoder.encode(rows_out).decode()}
         rows = await _fetch(conn, statement("complete_batch"), params)
         return [
-            Written(r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"])
+            Completed(
+                r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"]
+            )
             for r in rows
         ]
 
@@ -510,8 +489,8 @@ class _CompletionRow(msgspec.Struct):
 _batch_encoder = msgspec.json.Encoder()
 
 
-def _error_entry(ended: Ended) -> _ErrorEntry | None:
-    c = ended.completion
+def _error_entry(ended: Completion) -> _ErrorEntry | None:
+    c = ended.transition
     if c.error_type is None:
         return None
     message = c.error_message or ""

@@ -25,16 +25,16 @@ import msgspec
 
 from akadze import hooks
 from akadze.db.errors import is_transient
-from akadze.db.queries import Ended, Queries, Written
+from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
 from akadze.events import Event, Kind
 from akadze.flow import limit_params
 from akadze.job import Job, JobState
-from akadze.outcomes import ErrorType, Verdict
+from akadze.outcomes import Completed, Completion, ErrorType, Verdict
 from akadze.worker.completer import Completer, store_result
 from akadze.worker.connection import HeldConnection
-from akadze.worker.executor import RunOutcome, execute
+from akadze.worker.executor import execute
 from akadze.worker.heartbeat import Heartbeat
 from akadze.worker.listener import Listener
 from akadze.worker.rescuer import rescue_lost
@@ -344,7 +344,7 @@ class Worker:
     def _event(
         self,
         kind: Kind,
-        job: Job | Written,
+        job: Job | Completed,
         from_state: JobState,
         *,
         outcome: Verdict | None = None,
@@ -372,20 +372,20 @@ class Worker:
 
     async def _run_one(self, job: Job) -> None:
         try:
-            outcome: RunOutcome = await execute(self.app, job, drift_log=self.drift_log)
-            if outcome.ended is None and outcome.committed_result is not None:
+            completion = await execute(self.app, job, drift_log=self.drift_log)
+            if completion.committed and completion.result is not None:
                 # stored while the run still holds its slot, so a stop or a burst waits for it
-                await store_result(self.app.engine, job, outcome.committed_result, self.lost_after_s)
+                await store_result(self.app.engine, job, completion.result, self.lost_after_s)
         finally:
             self._running.pop(job.id, None)
             self.runs += 1
             self._wake.set()
         assert self._completer is not None
-        if outcome.ended is not None:
-            self._completer.add(outcome.ended)
+        if not completion.committed:
+            self._completer.add(completion)
             return
         started, wait_s = self._timing.pop(job.id, (None, None))
-        if outcome.committed and self.events.active:
+        if self.events.active:
             duration_s = time.monotonic() - started if started is not None else None
             committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
             event = self._event(
@@ -398,7 +398,7 @@ class Worker:
             )
             self.events.publish(event)
 
-    def _written(self, batch: Sequence[Ended], jobs: Sequence[Written]) -> None:
+    def _written(self, batch: Sequence[Completion], jobs: Sequence[Completed]) -> None:
         self._wake.set()  # slots held by unwritten outcomes may be free again
         if len(jobs) < len(batch):
             applied = {job.id for job in jobs}
@@ -412,7 +412,7 @@ class Worker:
                         ended.run,
                     )
         publish = self.events.active
-        decided = {ended.job_id: ended.completion for ended in batch} if publish else {}
+        decided = {ended.job_id: ended.transition for ended in batch} if publish else {}
         now = time.monotonic()
         soon: datetime | None = None
         for job in jobs:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
-from akadze.db.queries import Ended, Queries, Written
+from akadze.db.queries import Queries
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
-from akadze.outcomes import Completion, ErrorType, Verdict
+from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
 from akadze.worker.connection import HeldConnection
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ logger = logging.getLogger("akadze.worker")
 
 #: called with each batch and what it changed (for logs and wake-ups); an outcome missing from
 #: the second list was fenced out: its run no longer owned the job
-OnWritten = Callable[[Sequence[Ended], Sequence[Written]], None]
+OnWritten = Callable[[Sequence[Completion], Sequence[Completed]], None]
 
 
 class Completer:
@@ -51,14 +51,14 @@ class Completer:
         #: on_transition hooks: with any, each write is a transaction that runs them
         self.hooks = hooks
         self.max_batch = max_batch
-        self._pending: list[Ended] = []
+        self._pending: list[Completion] = []
         #: the batch being written now (kept until it is written, through every retry)
-        self._writing: list[Ended] = []
+        self._writing: list[Completion] = []
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def add(self, ended: Ended) -> None:
+    def add(self, ended: Completion) -> None:
         self._pending.append(ended)
         self._idle.clear()
         if self._task is None or self._task.done():
@@ -98,7 +98,7 @@ class Completer:
             if not self._pending:
                 self._idle.set()
 
-    async def _write_durably(self, batch: list[Ended]) -> None:
+    async def _write_durably(self, batch: list[Completion]) -> None:
         delay = 0.05
         with_hooks = bool(self.hooks)
         replaced = False
@@ -138,7 +138,7 @@ class Completer:
             self.on_written(batch, written)
             return
 
-    async def _write(self, batch: list[Ended], with_hooks: bool) -> list[Written]:
+    async def _write(self, batch: list[Completion], with_hooks: bool) -> list[Completed]:
         if not with_hooks:
             return await Queries.complete_batch(await self.held.raw(), batch)
         conn = await self.held.get()
@@ -178,9 +178,9 @@ async def store_result(engine: AsyncEngine, job: Job, result: str, give_up_after
             return False
 
 
-def _unrecordable(ended: Ended, exc: Exception) -> Ended:
-    c = ended.completion
-    failed = Completion(
+def _unrecordable(ended: Completion, exc: Exception) -> Completion:
+    c = ended.transition
+    failed = Transition(
         JobState.FAILED,
         c.attempt,
         None,
@@ -189,4 +189,4 @@ def _unrecordable(ended: Ended, exc: Exception) -> Ended:
         cancellable=True,
         verdict=Verdict.FAILED,
     )
-    return Ended(ended.job_id, ended.run, failed, None)
+    return Completion(ended.job_id, ended.run, failed, None)

@@ -9,7 +9,6 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -18,11 +17,10 @@ import pydantic
 from akadze import hooks, tracing
 from akadze.codec import encode_result
 from akadze.context import RunContext, enter, leave
-from akadze.db.queries import Ended
 from akadze.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
 from akadze.errors import UndecodableJobError, UnknownTaskError
-from akadze.job import Job
-from akadze.outcomes import RunEnd, decide
+from akadze.job import Job, JobState
+from akadze.outcomes import Completion, RunEnd, Transition, Verdict, decide
 from akadze.stored import UnreadableArgs
 
 if TYPE_CHECKING:
@@ -36,14 +34,6 @@ traceback_logger = logging.getLogger("akadze.worker.traceback")
 
 class RunTimeout(TimeoutError):
     """The run exceeded its task's timeout."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    ended: Ended | None
-    #: complete_tx committed the job: the body's JSON return value to store, if any
-    committed_result: str | None = None
-    committed: bool = False
 
 
 def decode_args(task: Task[Any, Any], job: Job, drift_log: DriftLog) -> dict[str, Any]:
@@ -106,7 +96,7 @@ def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> 
     return future
 
 
-async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> RunOutcome:
+async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> Completion:
     """Run ``job`` (claimed, state running) and decide its next state.
 
     A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
@@ -117,20 +107,20 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         completion = decide(
             RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=undecodable
         )
-        return RunOutcome(Ended(job.id, job.run, completion, None))
+        return Completion(job.id, job.run, completion, None)
     task = app.tasks.get(job.task)
     if task is None:
         unknown = UnknownTaskError(job.task)
         completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=unknown)
-        return RunOutcome(Ended(job.id, job.run, completion, None))
+        return Completion(job.id, job.run, completion, None)
     try:
         kwargs = decode_args(task, job, drift_log)
     except ArgsSchemaMismatch as exc:
         completion = decide(RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
-        return RunOutcome(Ended(job.id, job.run, completion, None))
+        return Completion(job.id, job.run, completion, None)
     except ValueError as exc:
         completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
-        return RunOutcome(Ended(job.id, job.run, completion, None))
+        return Completion(job.id, job.run, completion, None)
 
     ctx = RunContext(app, job)
     token = enter(ctx)
@@ -157,7 +147,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         if running is None or running.cancelling():
             # the worker stopped this run: back to queued, attempt given back
             completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
-            return RunOutcome(Ended(job.id, job.run, completion, None))
+            return Completion(job.id, job.run, completion, None)
         # nobody cancelled the run: the task raised CancelledError itself, an error like any other
         error = exc
     except BaseException as exc:  # the run's error, whatever the task raised
@@ -175,7 +165,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
             error = exc
         else:
             completion = decide(RunEnd.RETURNED, attempt=job.attempt, max_attempts=job.max_attempts)
-            return RunOutcome(Ended(job.id, job.run, completion, result))
+            return Completion(job.id, job.run, completion, result)
     if traceback_logger.isEnabledFor(logging.DEBUG):
         # the type and message are logged at WARNING once the outcome is written (events)
         traceback_logger.debug(
@@ -188,7 +178,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         error=error,
         policy=task.options.backoff,
     )
-    return RunOutcome(Ended(job.id, job.run, completion, None))
+    return Completion(job.id, job.run, completion, None)
 
 
 async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, Any]) -> Any:
@@ -201,7 +191,7 @@ async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, A
     return value
 
 
-def _after_commit(job: Job, value: Any, error: BaseException | None) -> RunOutcome:
+def _after_commit(job: Job, value: Any, error: BaseException | None) -> Completion:
     """complete_tx committed: the job succeeded with the block. What the body did after it
     cannot change that; a JSON return value is stored as the result, the rest is logged."""
     if error is not None:
@@ -210,10 +200,17 @@ def _after_commit(job: Job, value: Any, error: BaseException | None) -> RunOutco
             job.id,
             type(error).__name__,
         )
-        return RunOutcome(None, committed=True)
+        return _committed(job, None)
     try:
         result = encode_result(value)
     except Exception as exc:
         logger.warning("job %d: %s; the job stays succeeded without a result", job.id, exc)
-        return RunOutcome(None, committed=True)
-    return RunOutcome(None, committed_result=result, committed=True)
+        return _committed(job, None)
+    return _committed(job, result)
+
+
+def _committed(job: Job, result: str | None) -> Completion:
+    succeeded = Transition(
+        JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
+    )
+    return Completion(job.id, job.run, succeeded, result, committed=True)

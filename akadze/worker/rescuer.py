@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from akadze.db.queries import Ended, Orphan, Queries, Written
+from akadze.db.queries import Orphan, Queries
 from akadze.hooks import transitions_written
 from akadze.job import JobState
-from akadze.outcomes import RunEnd, decide
+from akadze.outcomes import Completed, Completion, RunEnd, decide
 
 if TYPE_CHECKING:
     from akadze.app import TransitionHook
@@ -22,7 +22,7 @@ logger = logging.getLogger("akadze.worker")
 
 async def rescue_lost(
     engine: AsyncEngine, hooks: Sequence[TransitionHook] = (), *, limit: int = 500
-) -> list[Written]:
+) -> list[Completed]:
     """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
 
     Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
@@ -34,7 +34,7 @@ async def rescue_lost(
         if not orphans:
             return []
         ended = [
-            Ended(
+            Completion(
                 job.id,
                 job.run,
                 decide(
