@@ -1,0 +1,281 @@
+"""Flow control across worker processes, a SIGKILL and PgBouncer (transaction mode).
+
+Overlaps are measured from the spans the tasks write (tests/apps/flow.py: start and end on the
+database's clock, per run), not from what the queue says about itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.apps.flow import SPANS_DDL, create_app
+
+from . import pgbouncer
+from .scenarios import Env, fetch, fetchval, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+_CLI = "import sys; from akadze.cli import main; sys.argv[0] = 'akadze'; main()"
+
+
+class Workers:
+    """Worker processes of tests/apps/flow.py, each in its own session (so a SIGKILL takes it
+    alone), logging to the scenario folder."""
+
+    def __init__(self, url: str, folder: Path) -> None:
+        self.url = url
+        self.folder = folder
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *, slots: int = 4, lost_after: float = 2.0, poll: float = 0.2) -> int:
+        argv = [sys.executable, "-c", _CLI, "worker", "tests.apps.flow:app", "-q", "flow"]
+        argv += ["--slots", str(slots), "--lost-after", str(lost_after), "--poll-interval", str(poll)]
+        env = dict(os.environ, AKADZE_DATABASE_URL=self.url, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        with (self.folder / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.procs[name] = proc
+        return proc.pid
+
+    def kill(self, name: str) -> None:
+        os.killpg(self.procs[name].pid, signal.SIGKILL)
+        self.procs[name].wait()
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@contextmanager
+def workers(url: str, folder: Path) -> Iterator[Workers]:
+    fleet = Workers(url, folder)
+    try:
+        yield fleet
+    finally:
+        fleet.stop_all()
+
+
+async def prepare_spans(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(SPANS_DDL)
+    finally:
+        await conn.close()
+
+
+async def all_done(dsn: str, timeout: float) -> None:
+    async def done() -> bool:
+        return not await fetchval(
+            dsn, "SELECT count(*) FROM akadze_jobs WHERE state IN ('queued', 'running')"
+        )
+
+    assert await wait_for(done, timeout, interval=0.2), "jobs left unfinished"
+    states = await fetch(dsn, "SELECT state, count(*) FROM akadze_jobs GROUP BY 1")
+    assert {r[0] for r in states} == {"succeeded"}, states
+
+
+def max_overlap(spans: Sequence[tuple[datetime, datetime]]) -> int:
+    """The most spans open at one instant (an end before a start at the same instant)."""
+    events = sorted(
+        [(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans], key=lambda e: (e[0], e[1])
+    )
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def spans_of(
+    dsn: str, task: str, key: str | None = None, pids: Sequence[int] | None = None
+) -> list[Any]:
+    rows = await fetch(
+        dsn,
+        "SELECT started_at, ended_at, pid FROM flow_spans WHERE task = $1 AND ($2::text IS NULL OR key = $2) "
+        "AND ended_at IS NOT NULL ORDER BY started_at",
+        task,
+        key,
+    )
+    return [r for r in rows if pids is None or r["pid"] in pids]
+
+
+@pytest.mark.timeout(180)
+async def test_a_concurrency_limit_of_two_holds_across_two_worker_processes(fault_env: Env) -> None:
+    await prepare_spans(fault_env.dsn)
+    app = create_app(fault_env.url)
+    try:
+        await app.tasks["flow.two"].enqueue_many([{"n": n, "ms": 300} for n in range(24)])
+        await app.tasks["flow.free"].enqueue_many([{"n": n, "ms": 300} for n in range(8)])
+    finally:
+        await app.dispose()
+    with workers(fault_env.url, fault_env.folder) as fleet:
+        pids = {fleet.start("a"), fleet.start("b")}
+        await all_done(fault_env.dsn, 120)
+    limited = await spans_of(fault_env.dsn, "flow.two")
+    assert len(limited) == 24
+    assert max_overlap([(r[0], r[1]) for r in limited]) == 2
+    assert {r["pid"] for r in limited} == pids  # both processes took part
+    # the other task's jobs ran beside the limited ones: held jobs took no slot from them
+    free = await spans_of(fault_env.dsn, "flow.free")
+    assert max_overlap([(r[0], r[1]) for r in free]) >= 3
+
+
+@pytest.mark.timeout(180)
+async def test_a_per_key_limit_keeps_one_keys_runs_apart_and_lets_two_keys_overlap(fault_env: Env) -> None:
+    await prepare_spans(fault_env.dsn)
+    app = create_app(fault_env.url)
+    try:
+        await app.tasks["flow.per_key"].enqueue_many(
+            [{"account": account, "n": n} for n in range(10) for account in ("a", "b", "c")]
+        )
+    finally:
+        await app.dispose()
+    with workers(fault_env.url, fault_env.folder) as fleet:
+        fleet.start("a")
+        fleet.start("b")
+        await all_done(fault_env.dsn, 120)
+    everything = await spans_of(fault_env.dsn, "flow.per_key")
+    assert len(everything) == 30
+    for account in ("a", "b", "c"):
+        one_key = await spans_of(fault_env.dsn, "flow.per_key", account)
+        assert len(one_key) == 10
+        assert max_overlap([(r[0], r[1]) for r in one_key]) == 1, account
+    assert max_overlap([(r[0], r[1]) for r in everything]) >= 2
+
+
+@pytest.mark.timeout(180)
+async def test_a_rate_limit_holds_over_time_across_two_worker_processes(fault_env: Env) -> None:
+    await prepare_spans(fault_env.dsn)
+    app = create_app(fault_env.url)
+    try:
+        await app.tasks["flow.rate"].enqueue_many([{"n": n} for n in range(16)])
+    finally:
+        await app.dispose()
+    with workers(fault_env.url, fault_env.folder) as fleet:
+        fleet.start("a", poll=0.1)
+        fleet.start("b", poll=0.1)
+        await all_done(fault_env.dsn, 120)
+    # started_at is the claim's clock, the one the permits are taken with
+    starts = [
+        r[0] for r in await fetch(fault_env.dsn, "SELECT started_at FROM akadze_jobs ORDER BY started_at")
+    ]
+    assert len(starts) == 16
+    window = timedelta(seconds=1)
+    busiest = max(sum(1 for other in starts if start <= other < start + window) for start in starts)
+    assert busiest == 5
+    assert starts[-1] - starts[0] >= timedelta(seconds=3)  # 16 starts at 5 per second
+
+
+@pytest.mark.timeout(240)
+async def test_a_sigkilled_worker_holds_the_limit_until_its_jobs_are_rescued_then_it_is_whole(
+    fault_env: Env,
+) -> None:
+    await prepare_spans(fault_env.dsn)
+    app = create_app(fault_env.url)
+    two = app.tasks["flow.two"]
+    try:
+        await two.enqueue_many([{"n": n, "ms": 2500} for n in range(2)])
+        with workers(fault_env.url, fault_env.folder) as fleet:
+            victim = fleet.start("victim", slots=4)
+
+            async def victim_holds_both() -> bool:
+                return (
+                    await fetchval(fault_env.dsn, "SELECT count(*) FROM flow_spans WHERE pid = $1", victim)
+                    == 2
+                )
+
+            assert await wait_for(victim_holds_both, 60)
+            await two.enqueue_many([{"n": n, "ms": 300} for n in range(2, 12)])
+            fleet.kill("victim")
+            killed_at = await fetchval(fault_env.dsn, "SELECT now()")
+            survivor = fleet.start("survivor", slots=4)
+            await all_done(fault_env.dsn, 120)
+    finally:
+        await app.dispose()
+    # the killed runs held the limit until the rescue put their jobs back
+    rescued_at = await fetchval(
+        fault_env.dsn,
+        "SELECT max((e->>'at')::timestamptz) FROM akadze_jobs, jsonb_array_elements(errors) AS e "
+        "WHERE e->>'type' = 'akadze.WorkerLost'",
+    )
+    assert rescued_at is not None and rescued_at > killed_at
+    after = await spans_of(fault_env.dsn, "flow.two", pids=[survivor])
+    assert len(after) == 12  # the two rescued jobs ran again, with the ten others
+    assert min(r[0] for r in after) >= rescued_at - timedelta(milliseconds=50)
+    # and then the limit was whole again: two at a time, never more
+    assert max_overlap([(r[0], r[1]) for r in after]) == 2
+
+
+pytestmark_bouncer = pytest.mark.skipif(
+    not pgbouncer.available(), reason="pgbouncer is not installed (apt-get install pgbouncer)"
+)
+
+
+@pytestmark_bouncer
+@pytest.mark.timeout(240)
+async def test_unique_jobs_and_limits_hold_through_pgbouncer_in_transaction_mode(fault_env: Env) -> None:
+    assert fault_env.server is not None
+    await prepare_spans(fault_env.dsn)
+    bouncer = pgbouncer.PgBouncer(
+        fault_env.folder / "pgbouncer", fault_env.server.host, fault_env.server.port, pool_size=4
+    )
+    port = await bouncer.start()
+    url = fault_env.url_via(port)
+    try:
+        app = create_app(url)
+        report = app.tasks["flow.report"]
+        try:
+            # 20 producers at once, through 4 server connections
+            producers = [create_app(url) for _ in range(20)]
+            try:
+                jobs = await asyncio.gather(
+                    *(p.tasks["flow.report"].enqueue(account=1, note=str(i)) for i, p in enumerate(producers))
+                )
+                batches = await asyncio.gather(
+                    *(
+                        p.tasks["flow.report"].enqueue_many([{"account": 2}, {"account": 3}, {"account": 2}])
+                        for p in producers
+                    )
+                )
+            finally:
+                await asyncio.gather(*(p.dispose() for p in producers))
+            assert len({job.id for job in jobs}) == 1 and sum(not job.duplicate for job in jobs) == 1
+            assert len({job.id for batch in batches for job in batch}) == 2
+            assert (
+                await fetchval(fault_env.dsn, "SELECT count(*) FROM akadze_jobs WHERE task = 'flow.report'")
+                == 3
+            )
+            await fetch(fault_env.dsn, "DELETE FROM akadze_jobs")
+            await app.tasks["flow.two"].enqueue_many([{"n": n, "ms": 300} for n in range(16)])
+            assert (await report.enqueue(account=4)).duplicate is False
+        finally:
+            await app.dispose()
+        with workers(url, fault_env.folder) as fleet:
+            fleet.start("a")
+            fleet.start("b")
+            await all_done(fault_env.dsn, 120)
+        limited = await spans_of(fault_env.dsn, "flow.two")
+        assert len(limited) == 16
+        assert max_overlap([(r[0], r[1]) for r in limited]) == 2
+    finally:
+        await bouncer.stop()
