@@ -18,6 +18,7 @@ from akadze.db.queries import Queries
 from akadze.errors import AkadzeError
 from akadze.web.pages import (
     BULK_LIMIT,
+    MAX_JOB_ID,
     BadRequest,
     bad_request,
     bulk_filter,
@@ -70,7 +71,7 @@ def _redirect(request: Request, path: str) -> Response:
 
 async def _not_applied(request: Request, job_id: int, what: str) -> Response:
     async with settings(request).app.engine.connect() as conn:
-        job = await Queries.get_job(conn, job_id)
+        job = await Queries.get_job(conn, job_id) if job_id <= MAX_JOB_ID else None
     state = f"job {job_id} is {job.state.value}" if job is not None else f"there is no job {job_id}"
     return render(
         request, "message.html", status_code=409, title="Nothing changed", message=f"{what}; {state}"
@@ -84,6 +85,8 @@ async def cancel(request: Request) -> Response:
     except Refused as exc:
         return _refused(request, exc)
     app = settings(request).app
+    if job_id > MAX_JOB_ID:
+        return await _not_applied(request, job_id, "only a queued or running job can be cancelled")
     async with app.engine.begin() as conn:
         changed = await request_cancel(conn, job_id, app=app)
     logger.info("dashboard: cancel job_id=%d changed=%s", job_id, changed)
@@ -99,6 +102,8 @@ async def requeue(request: Request) -> Response:
     except Refused as exc:
         return _refused(request, exc)
     app = settings(request).app
+    if job_id > MAX_JOB_ID:
+        return await _not_applied(request, job_id, "only a failed job can be requeued")
     try:
         async with app.engine.begin() as conn:
             requeued = await requeue_job(conn, job_id, app=app)
@@ -117,6 +122,8 @@ async def run_now(request: Request) -> Response:
         await _checked_form(request)
     except Refused as exc:
         return _refused(request, exc)
+    if job_id > MAX_JOB_ID:
+        return await _not_applied(request, job_id, "only a queued job waiting for its run_at can run now")
     async with settings(request).app.engine.begin() as conn:
         changed = await Queries.run_now(conn, job_id)
     logger.info("dashboard: run-now job_id=%d changed=%s", job_id, changed)

@@ -12,8 +12,10 @@ from starlette.responses import Response
 
 from akadze.db.queries import Queries
 from akadze.db.stats import JobFilter, ScheduleRun
+from akadze.errors import ConfigError
 from akadze.job import JobState
 from akadze.schedule import next_fire_after
+from akadze.task import check_name
 from akadze.web.render import render
 from akadze.web.timeline import job_json, timeline
 
@@ -29,6 +31,8 @@ BULK_LIMIT = 1000
 #: fire times shown per schedule, ahead and behind
 SCHEDULE_TIMES = 3
 SCHEDULE_RUNS = 5
+#: ids are PostgreSQL bigints: a larger one names no job
+MAX_JOB_ID = 2**63 - 1
 #: what each bulk action may change: cancel takes active jobs, requeue failed ones
 BULK_STATES: Mapping[str, tuple[JobState, ...]] = {
     "cancel": (JobState.QUEUED, JobState.RUNNING),
@@ -74,11 +78,14 @@ def job_filter(params: Mapping[str, str]) -> JobFilter:
     state = params.get("state") or None
     if state is not None and state not in JobState.__members__.values():
         raise BadRequest(f"state must be one of {', '.join(JobState)}")
-    return JobFilter(
-        states=(JobState(state),) if state else (),
-        task=params.get("task") or None,
-        queue=params.get("queue") or None,
-    )
+    names = {label: params.get(label) or None for label in ("task", "queue")}
+    for label, value in names.items():
+        if value is not None:
+            try:
+                check_name(label, value)
+            except ConfigError as exc:
+                raise BadRequest(str(exc)) from None
+    return JobFilter((JobState(state),) if state else (), names["task"], names["queue"])
 
 
 def bulk_filter(where: JobFilter, action: str) -> JobFilter | None:
@@ -179,8 +186,10 @@ async def bulk(request: Request) -> Response:
 async def job(request: Request) -> Response:
     s = settings(request)
     job_id = request.path_params["job_id"]
-    async with s.app.engine.connect() as conn:
-        found = await Queries.get_job(conn, job_id)
+    found = None
+    if job_id <= MAX_JOB_ID:
+        async with s.app.engine.connect() as conn:
+            found = await Queries.get_job(conn, job_id)
     if found is None:
         return render(
             request, "message.html", status_code=404, title="No such job", message=f"no job {job_id}"

@@ -272,3 +272,10 @@ async def test_the_dashboards_logs_carry_no_argument(
     assert len(logged) >= 4
     leaks = [f"{r.name}: {r.getMessage()}" for r in caplog.records if secret in r.getMessage()]
     assert leaks == []
+
+
+async def test_an_action_on_an_id_beyond_bigint_changes_nothing(client: httpx.AsyncClient) -> None:
+    csrf = await token(client)
+    for action in ("cancel", "requeue", "run-now"):
+        response = await client.post(f"/jobs/{2**70}/{action}", data={"csrf_token": csrf})
+        assert response.status_code == 409 and "there is no job" in response.text

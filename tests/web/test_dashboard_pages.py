@@ -256,3 +256,12 @@ def test_the_worker_and_the_cli_never_import_the_web_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+async def test_unusable_filters_and_ids_get_a_clear_answer_not_an_error(client: httpx.AsyncClient) -> None:
+    nul = await client.get("/jobs", params={"task": "a\x00b"})
+    assert nul.status_code == 400 and "NUL" in nul.text
+    long = await client.get("/jobs", params={"queue": "q" * 5000})
+    assert long.status_code == 400 and "limit" in long.text
+    assert (await client.get(f"/jobs/{2**70}")).status_code == 404
+    assert (await client.get("/jobs/bulk", params={"action": "delete"})).status_code == 400
