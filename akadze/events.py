@@ -208,9 +208,14 @@ class Events:
         """Whether an event published now would reach anyone (build events only then)."""
         subscribers = self._subscribers
         if len(subscribers) == 1 and subscribers[0] is log_transition:
-            # failed runs are logged at WARNING and ERROR: build events for them too
-            return transition_logger.isEnabledFor(logging.WARNING)
+            return transition_logger.isEnabledFor(logging.INFO)
         return bool(subscribers)
+
+    @property
+    def failures_active(self) -> bool:
+        """Whether the end of a run with an error would reach anyone: the transition log
+        line logs it at WARNING or ERROR, so it is published even when INFO is off."""
+        return self.active or transition_logger.isEnabledFor(logging.WARNING)
 
     def publish(self, event: Event) -> None:
         """Queue ``event`` for the subscribers; drop it (counted) when the queue is full."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +44,10 @@ class _State:
     off = False
     tracer: Any = None
     propagator: Any = None
+    #: opentelemetry.trace and opentelemetry.context, once enabled (no import per span)
+    trace: Any = None
+    context: Any = None
     undo_watch: Any = None
-    #: apps whose events end this process's consumer spans
-    subscribed: weakref.WeakSet[Any] = weakref.WeakSet()
     #: (job id, run) -> the run's open consumer span
     open: dict[tuple[int, int], Any] = {}
 
@@ -79,7 +79,7 @@ def enable(tracer_provider: Any = None) -> None:
     from akadze.errors import ConfigError
 
     try:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:
         raise ConfigError("tracing needs opentelemetry-api: pip install 'akadze[otel]'") from None
@@ -88,6 +88,8 @@ def enable(tracer_provider: Any = None) -> None:
     with _lock:
         _state.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
         _state.propagator = TraceContextTextMapPropagator()
+        _state.trace = trace
+        _state.context = context
         _state.off = False
         if not _state.on:
             _state.undo_watch = observe.watch_enqueue(_Producer)
@@ -113,25 +115,21 @@ class _Producer:
     __slots__ = ("new", "span")
 
     def __init__(self, new: NewJobs, count: int) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace import SpanKind
-
+        trace = _state.trace
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.operation.type": "send",
-            "messaging.operation.name": "enqueue",
             "messaging.destination.name": new.queue,
             "akadze.task": new.task,
             "akadze.queue": new.queue,
         }
         if count != 1:
             attributes["messaging.batch.message_count"] = count
-        self.span = _state.tracer.start_span(
-            f"send {new.task}", kind=SpanKind.PRODUCER, attributes=attributes
+        self.span = span = _state.tracer.start_span(
+            f"send {new.task}", kind=trace.SpanKind.PRODUCER, attributes=attributes
         )
-        carrier: dict[str, str] = {}
-        _state.propagator.inject(carrier, context=trace.set_span_in_context(self.span))
-        self.new = msgspec.structs.replace(new, trace_context=json.dumps(carrier)) if carrier else new
+        stored = _carrier(span.get_span_context())
+        self.new = msgspec.structs.replace(new, trace_context=stored) if stored is not None else new
 
     def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None:
         span = self.span
@@ -155,30 +153,24 @@ def start_run(app: Akadze, job: Job) -> Any:
     off. The span ends when the run's outcome is committed (events)."""
     if not wanted():
         return None
-    from opentelemetry import context, trace
-    from opentelemetry.trace import SpanKind
-
-    if app not in _state.subscribed:
+    trace = _state.trace
+    if _end_runs not in app.events.subscribers:  # a scan of a few: cheaper than a WeakSet
         with _lock:
-            if app not in _state.subscribed:
+            if _end_runs not in app.events.subscribers:
                 app.subscribe(_end_runs)
-                _state.subscribed.add(app)
-    parent = _state.propagator.extract(json.loads(job.trace_context)) if job.trace_context else None
+    parent = _parent(job.trace_context) if job.trace_context else None
     span = _state.tracer.start_span(
         f"process {job.task}",
         context=parent,
-        kind=SpanKind.CONSUMER,
+        kind=trace.SpanKind.CONSUMER,
         attributes={
             "messaging.system": SYSTEM,
             "messaging.operation.type": "process",
-            "messaging.operation.name": "run",
             "messaging.destination.name": job.queue,
-            "messaging.message.id": str(job.id),
             "akadze.job.id": job.id,
             "akadze.task": job.task,
             "akadze.queue": job.queue,
             "akadze.attempt": job.attempt,
-            "akadze.run": job.run,
         },
     )
     opened = _state.open
@@ -189,15 +181,56 @@ def start_run(app: Akadze, job: Job) -> Any:
             stale.set_attribute("akadze.outcome", "unknown")
             stale.end()
     opened[(job.id, job.run)] = span
-    return context.attach(trace.set_span_in_context(span))
+    return _state.context.attach(trace.set_span_in_context(span))
 
 
 def leave_run(token: Any) -> None:
     """Make the context before :func:`start_run` current again (the span stays open)."""
     if token is not None:
-        from opentelemetry import context
+        _state.context.detach(token)
 
-        context.detach(token)
+
+#: what the producer stores, the common case: a W3C traceparent without tracestate
+_TRACEPARENT_ONLY = '{"traceparent":"00-%032x-%016x-%02x"}'
+_PREFIX = '{"traceparent":"00-'
+
+
+def _carrier(span_context: Any) -> str | None:
+    """The W3C carrier ({"traceparent", "tracestate"}) of ``span_context`` as JSON text; None
+    for an invalid context (a no-op span). Formatted by hand when there is no tracestate: the
+    propagator and json cost more than the span on the hot path."""
+    if not span_context.is_valid:
+        return None
+    if not span_context.trace_state:
+        return _TRACEPARENT_ONLY % (span_context.trace_id, span_context.span_id, span_context.trace_flags)
+    carrier: dict[str, str] = {}
+    _state.propagator.inject(
+        carrier, context=_state.trace.set_span_in_context(_state.trace.NonRecordingSpan(span_context))
+    )
+    return json.dumps(carrier, separators=(",", ":"))
+
+
+def _parent(stored: str) -> Any:
+    """The Context of the stored carrier's span (remote); None when it cannot be read."""
+    trace = _state.trace
+    if len(stored) == len(_TRACEPARENT_ONLY % (0, 0, 0)) and stored.startswith(_PREFIX):
+        try:
+            trace_id = int(stored[19:51], 16)
+            span_id = int(stored[52:68], 16)
+            flags = int(stored[69:71], 16)
+        except ValueError:
+            return None
+        span_context = trace.SpanContext(
+            trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
+        )
+        if not span_context.is_valid:
+            return None
+        return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+    try:
+        carrier = json.loads(stored)
+    except ValueError:
+        return None
+    return _state.propagator.extract(carrier) if isinstance(carrier, dict) else None
 
 
 def _end_runs(event: Event) -> None:

@@ -94,7 +94,6 @@ async def test_one_trace_from_a_request_through_enqueue_run_and_a_follow_up_run(
     assert dict(send_pay.attributes or {}) == {
         "messaging.system": "akadze",
         "messaging.operation.type": "send",
-        "messaging.operation.name": "enqueue",
         "messaging.destination.name": "billing",
         "akadze.task": "order.pay",
         "akadze.queue": "billing",

@@ -412,12 +412,14 @@ class Worker:
                         ended.run,
                     )
         publish = self.events.active
-        decided = {ended.job_id: ended.transition for ended in batch} if publish else {}
+        # below INFO with no other subscriber, only runs that ended with an error are logged
+        failures = publish or self.events.failures_active
+        decided = {ended.job_id: ended.transition for ended in batch} if failures else {}
         now = time.monotonic()
         soon: datetime | None = None
         for job in jobs:
             started, wait_s = self._timing.pop(job.id, (None, None))
-            if publish:
+            if failures and (publish or decided[job.id].error_type is not None):
                 completion = decided[job.id]
                 verdict = completion.verdict
                 if job.state is JobState.CANCELLED and verdict is not Verdict.LOST:

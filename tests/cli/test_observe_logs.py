@@ -116,3 +116,15 @@ def test_the_formatter_keeps_newlines_and_exceptions_inside_one_line() -> None:
     line = JsonFormatter().format(record)
     assert "\n" not in line
     assert json.loads(line)["message"] == "two\nlines x" and json.loads(line)["job_id"] == 5
+
+
+def test_a_failed_run_is_logged_at_warning_level_too(database_url: str) -> None:
+    """At --log-level WARNING (no transition line at INFO), a job failed for good still logs its
+    ERROR line with the error: the events of failed runs are published below INFO."""
+    insert(database_url, "still seen", 1)
+    result = worker(database_url, "--log-level", "WARNING", "--log-format", "json")
+    assert result.returncode == 0, result.stderr
+    lines = json_lines(result.stderr)
+    assert [(line["level"], line["error_message"]) for line in lines if "job_id" in line] == [
+        ("ERROR", "still seen")
+    ]
