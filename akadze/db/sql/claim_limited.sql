@@ -14,9 +14,39 @@
 -- again (concurrency) or spent (rate: a ceiling, never a reservation). Nothing gives a
 -- permit back: ends, rescues and put-backs free it by changing the job. The :l_* arrays are
 -- the limits, one item per task: name, key argument or null, concurrency, rate, per (s).
--- A paused queue (akadze_queue_pauses) is skipped by every scan, as in claim.sql.
+-- A paused queue (akadze_queue_pauses) is skipped by every scan, as in claim.sql. A keyed
+-- task's scan checks each job's group as it walks; a full group's jobs are walked past.
 WITH lim AS (
-    SELECT l.task, l.key, l.conc, l.rate, l.per_s
+    SELECT
+        l.task,
+        l.key,
+        l.conc,
+        l.rate,
+        l.per_s,
+        -- a task without a key is one group, whose room is known before any scan: a full one
+        -- is not scanned at all (its held jobs cost the claim nothing)
+        l.key IS NOT NULL OR (
+            (l.conc IS NULL OR l.conc > (
+                SELECT count(*)
+                FROM akadze_limit_slots AS s
+                WHERE s.grp = 'c' || CAST(jsonb_build_array(l.task, NULL) AS text)
+                    AND s.slot < l.conc
+                    AND (
+                        NOT pg_visible_in_snapshot(s.taken_by, pg_current_snapshot())
+                        OR EXISTS (
+                            SELECT 1 FROM akadze_jobs AS r
+                            WHERE r.id = s.job_id AND r.run = s.run AND r.state = 'running'
+                        )
+                    )
+            ))
+            AND (l.rate IS NULL OR l.rate > (
+                SELECT count(*)
+                FROM akadze_limit_slots AS s
+                WHERE s.grp = 'r' || CAST(jsonb_build_array(l.task, NULL) AS text)
+                    AND s.slot < l.rate
+                    AND s.free_at > now()
+            ))
+        ) AS room
     FROM unnest(
         CAST(:l_task AS text[]),
         CAST(:l_key AS text[]),
@@ -57,8 +87,10 @@ seen AS (
             AND j.run_at <= now()
             AND j.task = l.task
             AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
+            AND l.room
             AND (
                 g.exempt
+                OR l.key IS NULL
                 OR (
                     (l.conc IS NULL OR l.conc > (
                         SELECT count(*)
