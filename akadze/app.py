@@ -24,6 +24,7 @@ from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
+from akadze.db.url import check_url, with_libpq_params
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.events import Events, Subscriber
 from akadze.job import Job, JobState
@@ -64,8 +65,11 @@ def normalize_url(url: str) -> str:
         raise ConfigError(
             "database_url is not a valid URL; expected postgresql://user:password@host:5432/db"
         ) from None
+    except ValueError:
+        # SQLAlchemy reads the port as a number while it parses
+        raise ConfigError("database_url: the port must be a number from 1 to 65535") from None
     if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
-        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+        return check_url(parsed.set(drivername="postgresql+asyncpg")).render_as_string(hide_password=False)
     raise ConfigError(
         f"database_url uses {parsed.drivername!r}; akadze needs PostgreSQL through asyncpg "
         "(postgresql:// or postgresql+asyncpg://)"
@@ -81,7 +85,7 @@ def create_engine(
     defaults): one round trip per statement instead of two, and plans reused. Only for a direct
     connection or a pooler in session mode.
     """
-    return create_async_engine(
+    engine = create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=_MAX_OVERFLOW,
@@ -96,6 +100,8 @@ def create_engine(
             "prepared_statement_name_func": lambda: f"__akadze_{uuid4().hex}__",
         },
     )
+    # libpq parameters in the URL (sslmode, application_name...) are mapped at each connect
+    return with_libpq_params(engine)
 
 
 class Akadze:

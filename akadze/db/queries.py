@@ -116,6 +116,44 @@ class Orphan(msgspec.Struct, frozen=True):
     worker_id: str | None
 
 
+def register_params(
+    worker_id: str,
+    name: str,
+    host: str,
+    pid: int,
+    queues: Sequence[str],
+    slots: int,
+    lost_after_s: float,
+    tasks: Sequence[tuple[str, str, str]] = (),
+) -> dict[str, Any]:
+    """register_worker's parameters (the heartbeat process runs the statement too)."""
+    return {
+        "id": worker_id,
+        "name": name,
+        "host": host,
+        "pid": pid,
+        "queues": list(queues),
+        "slots": slots,
+        "lost_after_s": lost_after_s,
+        "task_names": [t[0] for t in tasks],
+        "task_queues": [t[1] for t in tasks],
+        "task_fps": [t[2] for t in tasks],
+    }
+
+
+def beat_statements(
+    worker_id: str, registration: Mapping[str, Any]
+) -> tuple[tuple[str, list[Any]], tuple[str, list[Any]]]:
+    """heartbeat's and register_worker's statements, raw form, with their arguments: for the
+    heartbeat process, which loads no akadze (akadze/worker/beat.py)."""
+    heartbeat, register = statement("heartbeat"), statement("register_worker")
+    beat_params, register_params_ = {"id": worker_id}, register_params(**registration)
+    return (
+        (heartbeat.pg, [beat_params[name] for name in heartbeat.params]),
+        (register.pg, [register_params_[name] for name in register.params]),
+    )
+
+
 class LiveTask(msgspec.Struct, frozen=True):
     """A task a live worker published at registration (live_task_schemas)."""
 
@@ -268,18 +306,7 @@ class Queries:
         tasks: Sequence[tuple[str, str, str]] = (),
     ) -> None:
         """Also publishes ``tasks``, (name, queue, args_fp) each, for ``akadze codegen verify``."""
-        params = {
-            "id": worker_id,
-            "name": name,
-            "host": host,
-            "pid": pid,
-            "queues": list(queues),
-            "slots": slots,
-            "lost_after_s": lost_after_s,
-            "task_names": [t[0] for t in tasks],
-            "task_queues": [t[1] for t in tasks],
-            "task_fps": [t[2] for t in tasks],
-        }
+        params = register_params(worker_id, name, host, pid, queues, slots, lost_after_s, tasks)
         await _execute(conn, statement("register_worker"), params)
 
     @staticmethod

@@ -80,3 +80,11 @@ async def block(seconds: float) -> int:
     await mark("started")
     time.sleep(seconds)  # the point: the event loop is blocked
     return os.getpid()
+
+
+@app.task("faults.gil")
+async def gil(n: int) -> int:
+    """Holds the GIL in one C call (``sum(range(n))``): no thread of the worker runs meanwhile."""
+    await mark("started")
+    sum(range(n))
+    return os.getpid()
