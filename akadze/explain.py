@@ -14,20 +14,38 @@ import msgspec
 
 from akadze.db.queries import LiveTask
 from akadze.db.stats import LiveWorker
+from akadze.flow import Limit
 from akadze.job import Job, JobState
 
 
 class Hold(msgspec.Struct, frozen=True):
-    """A limit that holds the job back (issue 14's Limit): which limit and the jobs that fill it.
-
-    TODO(issue 14): built by the IO layer from the limit's rows once flow control has landed;
-    until then nothing builds one and :func:`explain` never says "held by its limit".
-    """
+    """A limit that holds the job back (its task's Limit): which limit and the jobs that fill it."""
 
     #: the limit in words, say "concurrency 2 per account_id"
     limit: str
     #: the running (or recently started) jobs that fill it
     blocking_ids: tuple[int, ...] = ()
+
+
+def hold_of(
+    limit: Limit, holders: Sequence[tuple[str, int, datetime | None]], *, now: datetime
+) -> Hold | None:
+    """Whether ``limit`` is full for the job, from the permits that fill its groups
+    (Queries.limit_holders: kind 'c' for concurrency, 'r' for rate, the holding job, free_at).
+    Never names the key's value (an argument): only the key's name."""
+    per = f" per {limit.key}" if limit.key else ""
+    running = [job_id for kind, job_id, _ in holders if kind == "c"]
+    if limit.concurrency is not None and len(running) >= limit.concurrency:
+        return Hold(f"concurrency {limit.concurrency}{per}, all taken", tuple(running))
+    started = [(job_id, free_at) for kind, job_id, free_at in holders if kind == "r" and free_at]
+    if limit.rate is not None and limit.per is not None and len(started) >= limit.rate:
+        until = min(free_at for _, free_at in started)
+        return Hold(
+            f"rate {limit.rate} per {_span(limit.per)}{per}, reached: the next start is free at "
+            f"{_at(until)} (in {_span(until - now)})",
+            tuple(job_id for job_id, _ in started),
+        )
+    return None
 
 
 class Reason(msgspec.Struct, frozen=True):

@@ -143,12 +143,13 @@ def explain(
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Say why a job is where it is, from the database alone: delayed until when, its queue
-    paused, no live worker serving it, unknown to the live workers, running where since when,
-    finished with which last error. Exit 1 when the job does not exist."""
+    paused, no live worker serving it, held by its limit and by which jobs (with --app, which
+    knows the limits), unknown to the live workers, running where since when, finished with
+    which last error. Exit 1 when the job does not exist."""
     refuse_extra(extra, "jobs explain ID")
     wanted = job_id(job)
     application = database(None, app_option, database_url)
-    found = with_conn(application, lambda conn: _explain(conn, wanted))
+    found = with_conn(application, lambda conn: _explain(conn, wanted, application))
     if found is None:
         fail(1, f"job {wanted} does not exist")
     if output is Output.JSON:
@@ -159,10 +160,11 @@ def explain(
         typer.echo(f"  - {reason.message}")
 
 
-async def _explain(conn: AsyncConnection, wanted: int) -> Explanation | None:
-    """The thin IO of ``jobs explain``: read the rows, let akadze.explain decide."""
+async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> Explanation | None:
+    """The thin IO of ``jobs explain``: read the rows, let akadze.explain decide. A task's
+    Limit is in the app's code: with the app (--app), its permits say whether it holds the job."""
     from akadze.db.queries import Queries
-    from akadze.explain import explain as decide
+    from akadze.explain import explain as decide, hold_of
 
     found = await Queries.get_job(conn, wanted)
     if found is None:
@@ -170,8 +172,15 @@ async def _explain(conn: AsyncConnection, wanted: int) -> Explanation | None:
     now, paused_at = await Queries.queue_pause(conn, found.queue)
     live = await Queries.live_task_schemas(conn)
     workers = await Queries.live_workers(conn) if found.state is JobState.RUNNING else []
-    # TODO(issue 14): read the job's limit and the jobs filling it, and pass hold=
-    return decide(found, now=now, paused_at=paused_at, live=live, workers=workers)
+    task = application.tasks.get(found.task)
+    limit = getattr(task.options, "limit", None) if task is not None else None
+    hold = None
+    if limit is not None and found.state is JobState.QUEUED:
+        holders = await Queries.limit_holders(
+            conn, found.id, key=limit.key, concurrency=limit.concurrency, rate=limit.rate
+        )
+        hold = hold_of(limit, holders, now=now)
+    return decide(found, now=now, paused_at=paused_at, live=live, workers=workers, hold=hold)
 
 
 def _hooks(application: Akadze) -> Akadze | None:

@@ -440,6 +440,15 @@ class Queries:
         return row["now"], row["paused_at"]
 
     @staticmethod
+    async def limit_holders(
+        conn: Connection, job_id: int, *, key: str | None, concurrency: int | None, rate: int | None
+    ) -> list[tuple[str, int, datetime | None]]:
+        """(kind 'c' or 'r', holding job id, free_at) of the permits that fill job_id's limit groups."""
+        params = {"id": job_id, "key": key, "concurrency": concurrency, "rate": rate}
+        rows = await _fetch(conn, statement("limit_holders"), params)
+        return [(row["kind"], row["job_id"], row["free_at"]) for row in rows]
+
+    @staticmethod
     async def queue_activity(conn: Connection, minutes: int) -> dict[str, QueueActivity]:
         rows = await _fetch(conn, statement("queue_activity"), {"minutes": minutes})
         return QueueActivity.collect(rows, minutes)

@@ -236,3 +236,58 @@ def test_explain_a_missing_job_exits_1(akadze: Callable[..., Result]) -> None:
     result = akadze("jobs", "explain", "999999")
     assert result.exit_code == 1
     assert result.stdout == ""
+
+
+def test_explain_names_the_limit_that_holds_a_job_and_the_jobs_filling_it(database_url: str) -> None:
+    """With the app (which knows the task's Limit), the permits say the job is held and by whom."""
+    from akadze import Limit
+    from akadze.cli.jobs import _explain
+
+    async def go() -> tuple[Any, Any, int, Any]:
+        async with Akadze(database_url=database_url) as app:
+
+            @app.task("api.call", limit=Limit(concurrency=1, key="account"))
+            async def call(account: int, secret: str = "") -> None:
+                return None
+
+            first = await call.enqueue(account=5, secret="SECRET-A")
+            second = await call.enqueue(account=5, secret="SECRET-B")
+            other = await call.enqueue(account=6)
+            async with app.engine.begin() as conn:
+                await conn.execute(
+                    text(
+                        "UPDATE akadze_jobs SET state = 'running', run = 1, started_at = now() WHERE id = :id"
+                    ),
+                    {"id": first.id},
+                )
+                await conn.execute(
+                    text(
+                        "INSERT INTO akadze_limit_slots (grp, slot, job_id, run, taken_by, taken_at) "
+                        "SELECT 'c' || CAST(jsonb_build_array(task, args -> 'account') AS text), 0, id, run, "
+                        "pg_current_xact_id(), now() FROM akadze_jobs WHERE id = :id"
+                    ),
+                    {"id": first.id},
+                )
+            async with app.engine.connect() as conn:
+                held = await _explain(conn, second.id, app)
+                free = await _explain(conn, other.id, app)
+                bare = await _explain(conn, second.id, Akadze(database_url=database_url))
+            return held, free, first.id, bare
+
+    held, free, first_id, bare = asyncio.run(go())
+    (reason,) = [r for r in held.reasons if r.code == "held_by_limit"]
+    assert (
+        reason.message
+        == f"held by its limit (concurrency 1 per account, all taken); jobs filling it: {first_id}"
+    )
+    assert "SECRET" not in reason.message and "5" not in reason.message.replace(str(first_id), "")
+    assert "held_by_limit" not in codes(msgspec_dict(free))
+    # without the app the limit is unknown: nothing is claimed about it
+    assert "held_by_limit" not in codes(msgspec_dict(bare))
+
+
+def msgspec_dict(explanation: Any) -> dict[str, Any]:
+    import msgspec
+
+    document: dict[str, Any] = msgspec.to_builtins(explanation)
+    return document

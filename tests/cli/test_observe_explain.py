@@ -119,3 +119,22 @@ def test_finished_jobs() -> None:
     assert codes(explain(job(state=JobState.CANCELLED), now=NOW, paused_at=None, live=[], workers=[])) == [
         "cancelled"
     ]
+
+
+def test_hold_of_a_limit_from_its_permits() -> None:
+    from akadze.explain import hold_of
+    from akadze.flow import Limit
+
+    concurrency = Limit(concurrency=2)
+    assert hold_of(concurrency, [("c", 3, None)], now=NOW) is None
+    assert hold_of(concurrency, [("c", 3, None), ("c", 4, None)], now=NOW) == Hold(
+        "concurrency 2, all taken", (3, 4)
+    )
+    rate = Limit(rate=2, per=timedelta(minutes=1), key="account")
+    soon, later = NOW + timedelta(seconds=10), NOW + timedelta(seconds=50)
+    assert hold_of(rate, [("r", 5, later)], now=NOW) is None
+    held = hold_of(rate, [("r", 5, later), ("r", 6, soon)], now=NOW)
+    assert held is not None and held.blocking_ids == (5, 6)
+    assert held.limit == (
+        "rate 2 per 1m 0s per account, reached: the next start is free at 2026-01-01T12:00:10+00:00 (in 10s)"
+    )
