@@ -1,0 +1,1 @@
+"""A FastAPI service and its akadze worker (docs/fastapi.md)."""
