@@ -1,5 +1,5 @@
 """Watchers of the enqueue path, for akadze.metrics and akadze.tracing: none unless one was
-enabled, so an enqueue pays one empty-tuple check. Imports nothing heavy.
+enabled (``akadze.tracing.watching()`` decides, cheaply). Imports nothing.
 
 A watcher is called with the insert's NewJobs and its number of jobs before the statement runs;
 it returns a :class:`Watching` whose ``new`` the insert uses (tracing adds its trace context)
@@ -8,7 +8,6 @@ and whose ``done(jobs, error)`` is called once the statement returned or raised.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -28,12 +27,6 @@ EnqueueWatcher: TypeAlias = Callable[["NewJobs", int], Watching]
 
 #: the enabled watchers, in order (a tuple: replaced whole, read without a lock)
 enqueue_watchers: tuple[EnqueueWatcher, ...] = ()
-
-
-def watching() -> bool:
-    """Whether an insert goes through :func:`watched`: a watcher is enabled, or opentelemetry
-    is loaded (tracing turns itself on once a tracer provider is set)."""
-    return bool(enqueue_watchers) or "opentelemetry.trace" in sys.modules
 
 
 def watch_enqueue(watcher: EnqueueWatcher) -> Callable[[], None]:
@@ -56,10 +49,6 @@ async def watched(
     hooks: Any,
 ) -> list[Job]:
     """Run ``insert`` with every enabled watcher around it."""
-    if "opentelemetry.trace" in sys.modules:
-        from akadze import tracing
-
-        tracing.wanted()  # adds its watcher the first time a tracer provider is set
     active: list[Watching] = []
     for watcher in enqueue_watchers:
         current = watcher(new, len(payloads))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, Type
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-from akadze import observe
+from akadze import observe, tracing
 from akadze.backoff import BackoffPolicy
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.db.queries import NewJobs, Queries
@@ -344,7 +344,7 @@ async def insert_jobs(
 async def _insert(
     conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
 ) -> list[Job]:
-    if observe.watching():
+    if tracing.watching():
         # metrics or tracing enabled (akadze/observe.py): a span, a trace context, a count
         return await observe.watched(_insert_rows, conn, new, payloads, hooks)
     return await _insert_rows(conn, new, payloads, hooks)

@@ -73,6 +73,12 @@ def wanted() -> bool:
     return True
 
 
+def watching() -> bool:
+    """Whether an insert goes through :func:`akadze.observe.watched`: a watcher is enabled
+    (metrics, or tracing), or tracing turns itself on now (a tracer provider was set)."""
+    return bool(observe.enqueue_watchers) or (_OTEL in sys.modules and not _state.off and wanted())
+
+
 def enable(tracer_provider: Any = None) -> None:
     """Record akadze's spans with ``tracer_provider`` (the global one when None, even if it
     is set later). Raises ConfigError when opentelemetry-api is missing."""
@@ -83,10 +89,10 @@ def enable(tracer_provider: Any = None) -> None:
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:
         raise ConfigError("tracing needs opentelemetry-api: pip install 'akadze[otel]'") from None
-    from akadze import __version__
+    from importlib.metadata import version
 
     with _lock:
-        _state.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+        _state.tracer = trace.get_tracer(SCOPE, version("akadze"), tracer_provider=tracer_provider)
         _state.propagator = TraceContextTextMapPropagator()
         _state.trace = trace
         _state.context = context
