@@ -234,7 +234,8 @@ class Akadze:
 
         Options (akadze.task.TaskOptions holds their defaults): ``queue`` ("default"),
         ``max_attempts`` (3), ``timeout`` (None), ``priority`` (0), ``backoff`` (None: the
-        default curve), ``unknown_args`` ("forbid"). ``unknown_args="ignore"`` runs a job
+        default curve), ``unknown_args`` ("forbid"), ``retry_priority`` (None: a retried job
+        keeps its priority; docs/worker.md, retry herds). ``unknown_args="ignore"`` runs a job
         whose stored arguments include some the task does not declare (a producer deployed
         before the worker), without them, where the default ``"forbid"`` fails it; enqueue
         refuses unknown arguments either way.

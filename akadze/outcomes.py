@@ -158,6 +158,8 @@ class Transition(msgspec.Struct, frozen=True):
     cancellable: bool = True
     #: how the run ended, for events; a cancel applied at write time makes it CANCELLED
     verdict: Verdict = Verdict.RETRIED
+    #: the job's priority from now on (a retry of a task with ``retry_priority``), or None: kept
+    priority: int | None = None
 
 
 class Completion(msgspec.Struct, frozen=True):
@@ -201,6 +203,7 @@ def decide(
     error: BaseException | None = None,
     policy: BackoffPolicy | None = None,
     rng: random.Random | None = None,
+    retry_priority: int | None = None,
 ) -> Transition:
     """Turn how a run ended into the job's next state, per the table in this module's docstring.
 
@@ -210,6 +213,8 @@ def decide(
         max_attempts: the job's budget.
         error: the exception, for RAISED / WORKER_LOST / UNDECODABLE.
         policy: the task's backoff policy (ignored for WORKER_LOST: rescues use the default).
+        retry_priority: the task's ``retry_priority``: a job retried after an error (RAISED,
+            Retry included) takes this priority; None keeps the job's own.
     """
     if end is RunEnd.RETURNED:
         return Transition(JobState.SUCCEEDED, attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED)
@@ -238,9 +243,13 @@ def decide(
             JobState.FAILED, attempt, None, ErrorType.FAIL, error.reason, verdict=Verdict.FAILED
         )
     if isinstance(error, Retry):
-        return _spend(attempt, max_attempts, error.delay, ErrorType.RETRY, str(error))
-    delay = policy_delay(policy, attempt, rng)
-    return _spend(attempt, max_attempts, delay, _qualified(error), str(error) or type(error).__name__)
+        spent = _spend(attempt, max_attempts, error.delay, ErrorType.RETRY, str(error))
+    else:
+        delay = policy_delay(policy, attempt, rng)
+        spent = _spend(attempt, max_attempts, delay, _qualified(error), str(error) or type(error).__name__)
+    if retry_priority is not None and spent.state is JobState.QUEUED:
+        return msgspec.structs.replace(spent, priority=retry_priority)
+    return spent
 
 
 def _spend(attempt: int, max_attempts: int, delay: timedelta, error_type: str, message: str) -> Transition:

@@ -66,6 +66,7 @@ class TaskOptionArgs(TypedDict, total=False):
     unknown_args: UnknownArgs
     unique: Unique | None
     limit: Limit | None
+    retry_priority: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,9 @@ class TaskOptions:
     unique: Unique | None = None
     #: concurrency and rate across workers, enforced at claim (akadze.flow)
     limit: Limit | None = None
+    #: the priority a job takes when a failed run is retried (None keeps its own): below the
+    #: task's priority, fresh work in the queue goes before a herd of due retries
+    retry_priority: int | None = None
 
     def __post_init__(self) -> None:
         check_name("queue", self.queue)
@@ -98,6 +102,8 @@ class TaskOptions:
         ):
             raise ConfigError(f"timeout must be a positive timedelta or None, got {self.timeout!r}")
         _check_priority(self.priority)
+        if self.retry_priority is not None:
+            _check_priority(self.retry_priority, "retry_priority")
         if self.backoff is not None and (
             not callable(self.backoff) or inspect.iscoroutinefunction(self.backoff)
         ):
@@ -120,9 +126,9 @@ class TaskOptions:
 _OPTION_NAMES = frozenset(field.name for field in fields(TaskOptions))
 
 
-def _check_priority(priority: object) -> None:
+def _check_priority(priority: object, label: str = "priority") -> None:
     if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
-        raise ConfigError(f"priority must be a 32-bit integer, got {priority!r}")
+        raise ConfigError(f"{label} must be a 32-bit integer, got {priority!r}")
 
 
 class Enqueuer:

@@ -243,6 +243,7 @@ class Queries:
                 msgspec.Raw(e.result.encode()) if e.result is not None else None,
                 _error_entry(e),
                 e.transition.cancellable,
+                e.transition.priority,
             )
             for e in ended
         ]
@@ -520,6 +521,7 @@ class _CompletionRow(msgspec.Struct):
     result: msgspec.Raw | None
     error: _ErrorEntry | None
     cancellable: bool
+    priority: int | None
 
 
 _batch_encoder = msgspec.json.Encoder()

@@ -177,6 +177,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         max_attempts=job.max_attempts,
         error=error,
         policy=task.options.backoff,
+        retry_priority=task.options.retry_priority,
     )
     return Completion(job.id, job.run, completion, None)
 

@@ -21,6 +21,9 @@ from akadze import Akadze, Cancel, Fail, Retry, Snooze, current
 from .ledger import Ledger
 
 QUEUE = "faults"
+#: the retry herd's queue, and the fixed delay of its retries
+HERD_QUEUE = "herd"
+HERD_BACKOFF_S = 4.0
 
 
 class Deepest(BaseModel):
@@ -149,6 +152,17 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
             await write_effect(key)
         return {"echo": [token, {"deep": {"er": secret}}]}
 
+    async def flaky(key: str, ms: int = 0) -> None:
+        """A downstream that is down for every first attempt (which fails at once) and back
+        for the retries (which take ``ms``): a retry herd."""
+        job = current().job
+        if job.attempt == 1:
+            raise RuntimeError("the downstream is down")
+        await mark("start")
+        if ms:
+            await asyncio.sleep(ms / 1000)
+        await mark("end_ok")
+
     async def tick() -> None:
         """The scheduled task: its effect is keyed by its job, one per fire time."""
         job = current().job
@@ -161,6 +175,16 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
     # silent (half-open) inside complete_tx holds the run until then
     app.register(work, name="fault.work", queue=QUEUE, max_attempts=10, timeout=timedelta(seconds=10))
     app.register(tick, name="fault.tick", queue=QUEUE, max_attempts=10)
+    herd_backoff = lambda attempt: timedelta(seconds=HERD_BACKOFF_S)  # noqa: E731 (a one-line policy)
+    app.register(flaky, name="fault.flaky", queue=HERD_QUEUE, max_attempts=3, backoff=herd_backoff)
+    app.register(
+        flaky,
+        name="fault.flaky.yielding",
+        queue=HERD_QUEUE,
+        max_attempts=3,
+        backoff=herd_backoff,
+        retry_priority=-1,
+    )
     app.register(exit_process, name="fault.exit", queue=QUEUE, max_attempts=3)
     app.register(strict, name="fault.strict", queue=QUEUE, max_attempts=2, backoff=zero)
     app.register(outcome, name="fault.outcome", queue=QUEUE, max_attempts=2, backoff=zero)

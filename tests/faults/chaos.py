@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import hostile_rows, pgbouncer, scenarios
+from . import herd, hostile_rows, pgbouncer, scenarios
 from .checker import Figures, markdown_table
 from .pgserver import OwnServer
 
@@ -66,6 +66,11 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
     "poison": (lambda env, d, seed: scenarios.poison(env, normal=1000), False),
     "hostile": (lambda env, d, seed: scenarios.hostile_input(env), False),
     "hostile-rows": (lambda env, d, seed: hostile_rows.hostile_rows(env, normal=1000), False),
+    "herd": (lambda env, d, seed: herd.retry_herd(env, task="fault.flaky", jobs=2000), False),
+    "herd-yielding": (
+        lambda env, d, seed: herd.retry_herd(env, task="fault.flaky.yielding", jobs=2000),
+        False,
+    ),
     "pool": (lambda env, d, seed: scenarios.small_pool(env, jobs=2000, slots=64, pool_size=1), False),
     "canary": (lambda env, d, seed: scenarios.canary_logs(env), False),
 }

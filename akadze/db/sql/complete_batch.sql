@@ -42,7 +42,9 @@ SET
                 + 1 - :max_errors
         )
     END,
-    worker_id = NULL
+    worker_id = NULL,
+    -- a retry of a task with retry_priority takes that priority (docs/worker.md, retry herds)
+    priority = COALESCE(c.priority, j.priority)
 FROM jsonb_to_recordset(CAST(:batch AS jsonb)) AS c(
     id bigint,
     run integer,
@@ -51,7 +53,8 @@ FROM jsonb_to_recordset(CAST(:batch AS jsonb)) AS c(
     delay_s double precision,
     result jsonb,
     error jsonb,
-    cancellable boolean
+    cancellable boolean,
+    priority integer
 )
 WHERE j.id = c.id
     AND j.run = c.run
