@@ -157,7 +157,12 @@ ACTIONS = [
 
 
 async def _unchanged_after(
-    client: httpx.AsyncClient, app: Akadze, database_url: str, **post: object
+    client: httpx.AsyncClient,
+    app: Akadze,
+    database_url: str,
+    *,
+    data: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> list[int]:
     """POSTs every action for a delayed queued job; returns the status codes and checks that
     nothing changed."""
@@ -165,8 +170,8 @@ async def _unchanged_after(
     before = await fetch(database_url, "SELECT id, state, run_at FROM akadze_jobs ORDER BY id")
     codes = []
     for path in ACTIONS:
-        data = {"action": "cancel", "max_id": str(job.id), "count": "1", **post.get("data", {})}  # type: ignore[dict-item]
-        response = await client.post(path.format(id=job.id), data=data, headers=post.get("headers", {}))  # type: ignore[arg-type]
+        form = {"action": "cancel", "max_id": str(job.id), "count": "1", **(data or {})}
+        response = await client.post(path.format(id=job.id), data=form, headers=headers or {})
         codes.append(response.status_code)
     assert await fetch(database_url, "SELECT id, state, run_at FROM akadze_jobs ORDER BY id") == before
     assert await fetch(database_url, "SELECT * FROM akadze_queue_pauses") == []
@@ -178,8 +183,8 @@ async def test_a_post_without_its_csrf_token_changes_nothing(
 ) -> None:
     await token(client)  # the cookie is set: only the field is missing
     assert await _unchanged_after(client, akadze_app, database_url) == [403] * len(ACTIONS)
-    wrong = {"data": {"csrf_token": "x" * 43}}
-    assert await _unchanged_after(client, akadze_app, database_url, **wrong) == [403] * len(ACTIONS)
+    wrong = {"csrf_token": "x" * 43}
+    assert await _unchanged_after(client, akadze_app, database_url, data=wrong) == [403] * len(ACTIONS)
 
 
 async def test_a_post_from_another_site_changes_nothing(
@@ -187,8 +192,10 @@ async def test_a_post_from_another_site_changes_nothing(
 ) -> None:
     csrf = await token(client)
     for site in ("cross-site", "same-site"):
-        forged = {"data": {"csrf_token": csrf}, "headers": {"sec-fetch-site": site}}
-        assert await _unchanged_after(client, akadze_app, database_url, **forged) == [403] * len(ACTIONS)
+        codes = await _unchanged_after(
+            client, akadze_app, database_url, data={"csrf_token": csrf}, headers={"sec-fetch-site": site}
+        )
+        assert codes == [403] * len(ACTIONS)
 
 
 async def test_a_read_only_dashboard_renders_no_form_and_refuses_every_action(
@@ -247,11 +254,11 @@ def test_create_app_refuses_bad_options(akadze_app: Akadze) -> None:
     from akadze.errors import ConfigError
 
     with pytest.raises(ConfigError, match="Akadze app"):
-        create_app(object())  # type: ignore[arg-type]
+        create_app(object())  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(ConfigError, match="auth must be a callable"):
-        create_app(akadze_app, auth="admin")  # type: ignore[arg-type]
+        create_app(akadze_app, auth="admin")  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(ConfigError, match="read_only"):
-        create_app(akadze_app, read_only="yes")  # type: ignore[arg-type]
+        create_app(akadze_app, read_only="yes")  # type: ignore[arg-type]  # the wrong type is the point
 
 
 async def test_the_dashboards_logs_carry_no_argument(
