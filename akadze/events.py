@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 import msgspec
 
@@ -94,6 +94,54 @@ class Event(msgspec.Struct, frozen=True, gc=False):
 
 #: a subscriber: a plain function of one event, run on the events thread
 Subscriber: TypeAlias = Callable[[Event], None]
+
+
+class _Row(Protocol):
+    """What an event is built from: a Job, or the Completed row of a write."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def state(self) -> JobState: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def run(self) -> int: ...
+
+
+def event_of(
+    kind: Kind,
+    job: _Row,
+    from_state: JobState | None,
+    *,
+    worker_id: str | None = None,
+    outcome: Verdict | None = None,
+    duration_s: float | None = None,
+    wait_s: float | None = None,
+    error_type: str | None = None,
+    error_message: str | None = None,
+) -> Event:
+    """The event of ``job``'s transition from ``from_state`` to its state now."""
+    return Event(
+        kind,
+        job.id,
+        job.task,
+        job.queue,
+        from_state,
+        job.state,
+        job.attempt,
+        job.run,
+        outcome,
+        duration_s,
+        wait_s,
+        error_type,
+        worker_id,
+        error_message=error_message,
+    )
 
 
 def log_transition(event: Event) -> None:

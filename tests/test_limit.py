@@ -133,7 +133,7 @@ async def test_a_worker_without_limits_runs_the_plain_claim(app: Akadze) -> None
     async def t() -> None: ...
 
     worker = Worker(app)
-    assert worker._claim_jobs is Queries.claim  # claim.sql, unchanged: nothing to pay
+    assert worker.fetcher.claim is Queries.claim  # claim.sql, unchanged: nothing to pay
 
 
 async def test_a_held_job_stays_queued_spends_nothing_and_other_jobs_still_run(

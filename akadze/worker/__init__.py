@@ -1,15 +1,15 @@
 """Worker: claims jobs of its queues into free slots, runs them, and records every outcome.
 
-Composition: a fetch loop on the event loop (one claim statement for all free slots), the
-executor per job, a completer that batches outcomes, a heartbeat thread, the listener, and
-maintenance services (rescue of lost workers; schedules and pruning when present).
+The composition root: the fetcher claims (fetcher.py), the executor runs each job
+(executor.py), the completer writes outcomes in batches (completer.py), the heartbeat proves
+the worker alive, the listener wakes it, and the services (rescuer, scheduler, pruner) each run
+their own loop beside it. This module builds them, starts them, and stops them in order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -23,21 +23,22 @@ from uuid import uuid4
 
 import msgspec
 
-from akadze import hooks
-from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
-from akadze.events import Event, Kind
-from akadze.flow import limit_params
+from akadze.events import Kind, event_of
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, Completion, ErrorType, Verdict
+from akadze.outcomes import Completed, Completion, Verdict
+from akadze.worker.cancels import cancel_service
 from akadze.worker.completer import Completer, store_result
-from akadze.worker.connection import HeldConnection
+from akadze.worker.connection import HeldConnection, check_pool
 from akadze.worker.executor import execute
+from akadze.worker.fetcher import Fetcher
 from akadze.worker.heartbeat import Heartbeat
 from akadze.worker.listener import Listener
-from akadze.worker.rescuer import rescue_lost
+from akadze.worker.pruner import pruner_service
+from akadze.worker.rescuer import rescuer_service
+from akadze.worker.scheduler import scheduler_service
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -106,17 +107,21 @@ class Worker:
             _seconds(rescue_interval, "rescue_interval") if rescue_interval else self.lost_after_s / 2
         )
         self.listen = listen
-        _check_pool(app, slots, listen)
+        check_pool(app, slots, listen)
         self.id = str(uuid4())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         #: how many runs this worker finished (any outcome)
         self.runs = 0
-        #: services started beside the fetch loop; the rescuer is always one
-        self.services: list[Service] = [_rescue_service, *extra_services]
+        #: services started beside the fetcher (each loops until cancelled); a burst run
+        #: starts only those marked ``in_burst``
+        self.services: list[Service] = [
+            rescuer_service,
+            scheduler_service(),
+            pruner_service(),
+            cancel_service,
+        ]
 
         self._running: dict[int, asyncio.Task[None]] = {}
-        self._wake = asyncio.Event()
-        self._hint = True
         self._stopping = False
         self._stop_now = False
         self._stopped = asyncio.Event()
@@ -126,13 +131,26 @@ class Worker:
         self.events = app.events
         #: per running job: when its run started (monotonic) and how long it waited for it
         self._timing: dict[int, tuple[float, float | None]] = {}
-        self._claim = HeldConnection(app.engine)
-        #: claim.sql, or claim_limited.sql when a task has a Limit (docs/flow-control.md)
-        self._claim_jobs = choose_claim(app)
-        #: a claim failed on a lost connection: it may have committed, its reply lost
-        self._claim_unsure = False
         self._heartbeat: Heartbeat | None = None
-        self._completer: Completer | None = None
+        self._completer = Completer(
+            HeldConnection(app.engine),
+            on_written=self._written,
+            hooks=app.hooks.on_transition,
+            timeout_s=self.lost_after_s,
+        )
+        #: the claim side: free slots, the claim, a lost claim's recovery
+        self.fetcher = Fetcher(
+            app,
+            worker_id=self.id,
+            queues=self.queues,
+            slots=slots,
+            poll_interval_s=self.poll_interval_s,
+            timeout_s=self.lost_after_s,
+            running=self._running,
+            completer=self._completer,
+            start=self._start_all,
+            healthy=lambda: self.healthy,
+        )
 
     # -- control ---------------------------------------------------------------------------
 
@@ -144,12 +162,11 @@ class Worker:
         self._stopping = True
         self._stop_now = self._stop_now or now
         self._stopped.set()
-        self._wake.set()
+        self.fetcher.stop()
 
     def wake(self) -> None:
         """There may be ready jobs: claim as soon as slots allow."""
-        self._hint = True
-        self._wake.set()
+        self.fetcher.wake()
 
     @property
     def healthy(self) -> bool:
@@ -176,19 +193,13 @@ class Worker:
             "lost_after_s": self.lost_after_s,
             "tasks": [(t.name, t.options.queue, t.args_fp) for t in self.app.tasks.values()],
         }
-        await Queries.register_worker(await self._claim.raw(), **registration)
+        await Queries.register_worker(await self.fetcher.held.raw(), **registration)
         self._heartbeat = Heartbeat(
             self.app.engine.url,
             registration,
             interval_s=self.heartbeat_interval_s,
         )
         self._heartbeat.start()
-        self._completer = Completer(
-            HeldConnection(self.app.engine),
-            on_written=self._written,
-            hooks=self.app.hooks.on_transition,
-            timeout_s=self.lost_after_s,
-        )
         background: list[asyncio.Task[None]] = [
             loop.create_task(_guard(service(self), service))
             for service in self.services
@@ -200,7 +211,7 @@ class Worker:
             background.append(loop.create_task(listener.run()))
         logger.info("worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots)
         try:
-            await self._fetch_loop(burst)
+            await self.fetcher.run(burst=burst)
         finally:
             await self._shutdown(background)
             for sig, previous in restore:
@@ -231,98 +242,6 @@ class Worker:
         )
         self.stop()
 
-    async def _fetch_loop(self, burst: bool) -> None:
-        assert self._completer is not None
-        delay = 0.1
-        next_poll = time.monotonic() + self.poll_interval_s
-        while not self._stopping:
-            # outcomes not written yet hold their slots once they are more than the slots:
-            # a stalled write (a row lock, a slow disk) must not let this worker claim without
-            # bound, with every job claimed since held in memory and running in the table
-            free = self.slots - len(self._running) - max(0, self._completer.backlog - self.slots)
-            if burst and not self._running:
-                await self._completer.drain()
-                self._hint = True
-            if free > 0 and self._hint and self.healthy:
-                self._hint = False
-                try:
-                    # a connection that went silent (half-open: no reply, no reset) must not
-                    # hang the loop for good; past lost_after this worker is stuck anyway
-                    async with asyncio.timeout(self.lost_after_s):
-                        if self._claim_unsure:
-                            free -= len(await self._adopt_lost_claims())
-                        if free <= 0:
-                            jobs = []
-                        elif self.app.hooks.on_transition:
-                            jobs = await self._claim_with_hooks(free)
-                        else:
-                            jobs = await self._claim_jobs(await self._claim.raw(), self.queues, free, self.id)
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
-                    self._claim_unsure = True
-                    await self._claim.discard()
-                    self._hint = True
-                    await self._sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                    continue
-                delay = 0.1
-                if len(jobs) == free:
-                    self._hint = True
-                self._start_all(jobs)
-                if burst and not jobs and not self._running and not self._completer.pending:
-                    return
-                if jobs:
-                    continue
-            timeout = max(next_poll - time.monotonic(), 0.0)
-            if burst and not self._running:
-                timeout = 0.0
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                self._hint = True
-                next_poll = time.monotonic() + self.poll_interval_s
-            self._wake.clear()
-            # let outcomes that finish in the same turn free their slots before claiming
-            await asyncio.sleep(0)
-
-    async def _adopt_lost_claims(self) -> list[Job]:
-        """Start the jobs of a claim that committed although its reply was lost.
-
-        They run under this worker's id, and no rescue takes them while its heartbeat lives,
-        so without this they would stay running for good. They were claimed for slots that
-        no later claim has taken: this runs before the next claim.
-        """
-        assert self._completer is not None
-        known = [*self._running, *self._completer.unwritten()]
-        jobs = await Queries.find_claimed(await self._claim.raw(), self.id, known)
-        self._claim_unsure = False
-        for job in jobs:
-            logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
-        self._start_all(jobs)
-        return jobs
-
-    async def _claim_with_hooks(self, free: int) -> list[Job]:
-        conn = await self._claim.get()
-        try:
-            async with conn.begin():
-                jobs = await self._claim_jobs(conn, self.queues, free, self.id)
-                for job in jobs:
-                    await hooks.transition(self.app.hooks.on_transition, conn, job, JobState.QUEUED)
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            # as for completions: a broken hook must not stop the queue. The claim and the
-            # hook's writes rolled back together; the jobs are claimed again without hooks.
-            logger.exception("an on_transition hook failed at claim; claiming without hooks")
-            return await self._claim_jobs(await self._claim.raw(), self.queues, free, self.id)
-        return jobs
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopped.wait(), seconds)
-
     def _start_all(self, jobs: Sequence[Job]) -> None:
         """Start the runs of jobs a claim committed; publish one event per job."""
         publish = self.events.active
@@ -331,44 +250,16 @@ class Worker:
             if job.state is not JobState.RUNNING:
                 # cancelled or expired before it started: the claim ended it without a run
                 if publish:
-                    self.events.publish(self._event(Kind.CANCELLED, job, JobState.QUEUED))
+                    self.events.publish(event_of(Kind.CANCELLED, job, JobState.QUEUED, worker_id=self.id))
                 continue
             wait_s = None
             if publish:
                 if job.started_at is not None:
                     wait_s = (job.started_at - job.run_at).total_seconds()
-                self.events.publish(self._event(Kind.CLAIMED, job, JobState.QUEUED, wait_s=wait_s))
+                claimed = event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
+                self.events.publish(claimed)
             self._timing[job.id] = (time.monotonic(), wait_s)
             self._running[job.id] = loop.create_task(self._run_one(job))
-
-    def _event(
-        self,
-        kind: Kind,
-        job: Job | Completed,
-        from_state: JobState,
-        *,
-        outcome: Verdict | None = None,
-        duration_s: float | None = None,
-        wait_s: float | None = None,
-        error_type: str | None = None,
-        error_message: str | None = None,
-    ) -> Event:
-        return Event(
-            kind,
-            job.id,
-            job.task,
-            job.queue,
-            from_state,
-            job.state,
-            job.attempt,
-            job.run,
-            outcome,
-            duration_s,
-            wait_s,
-            error_type,
-            self.id,
-            error_message=error_message,
-        )
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -379,7 +270,7 @@ class Worker:
         finally:
             self._running.pop(job.id, None)
             self.runs += 1
-            self._wake.set()
+            self.fetcher.nudge()
         assert self._completer is not None
         if not completion.committed:
             self._completer.add(completion)
@@ -388,10 +279,11 @@ class Worker:
         if self.events.active:
             duration_s = time.monotonic() - started if started is not None else None
             committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
-            event = self._event(
+            event = event_of(
                 Kind.COMMITTED,
                 committed,
                 JobState.RUNNING,
+                worker_id=self.id,
                 outcome=Verdict.SUCCEEDED,
                 duration_s=duration_s,
                 wait_s=wait_s,
@@ -399,7 +291,7 @@ class Worker:
             self.events.publish(event)
 
     def _written(self, batch: Sequence[Completion], jobs: Sequence[Completed]) -> None:
-        self._wake.set()  # slots held by unwritten outcomes may be free again
+        self.fetcher.nudge()  # slots held by unwritten outcomes may be free again
         if len(jobs) < len(batch):
             applied = {job.id for job in jobs}
             for ended in batch:
@@ -424,10 +316,11 @@ class Worker:
                 verdict = completion.verdict
                 if job.state is JobState.CANCELLED and verdict is not Verdict.LOST:
                     verdict = Verdict.CANCELLED  # a cancel request or expiry applied at write time
-                event = self._event(
+                event = event_of(
                     Kind.ENDED,
                     job,
                     JobState.RUNNING,
+                    worker_id=self.id,
                     outcome=verdict,
                     duration_s=now - started if started is not None else None,
                     wait_s=wait_s,
@@ -465,9 +358,9 @@ class Worker:
                 task.cancel()
             if self._running:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
-        if self._completer is not None:
-            await self._completer.drain()
-            await self._completer.held.close(wait_s=self.lost_after_s)
+        self.fetcher.stop()
+        await self._completer.drain()
+        await self._completer.held.close(wait_s=self.lost_after_s)
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -479,42 +372,12 @@ class Worker:
             )
         try:
             async with asyncio.timeout(self.lost_after_s):
-                await Queries.unregister_worker(await self._claim.raw(), self.id)
+                await Queries.unregister_worker(await self.fetcher.held.raw(), self.id)
         except Exception:
             # a connection gone silent must not hold the exit: others forget this worker anyway
-            await self._claim.discard()
-        await self._claim.close(wait_s=self.lost_after_s)
+            await self.fetcher.held.discard()
+        await self.fetcher.held.close(wait_s=self.lost_after_s)
         logger.info("worker %s stopped after %d runs", self.id, self.runs)
-
-
-def _check_pool(app: Akadze, slots: int, listen: bool) -> None:
-    """Refuse a pool too small to ever serve a run, and warn about one smaller than the slots.
-
-    The worker keeps one pool connection for claims, one for outcomes and one for LISTEN; the
-    runs' complete_tx and the maintenance passes take more. With a pool no larger than what the
-    worker keeps, every run would wait for a connection that never comes back (a deadlock).
-    """
-    pool = app.engine.pool
-    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
-    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
-        return  # not a bounded queue pool (NullPool, unlimited overflow)
-    capacity = size() + overflow
-    kept = 3 if listen else 2
-    if capacity <= kept:
-        raise ValueError(
-            f"the engine's pool allows {capacity} connections at once, and a worker keeps {kept} "
-            f"of them (claims, outcomes{', LISTEN' if listen else ''}), so no run could ever get one: "
-            f"allow at least {kept + 1} (pool_size + max_overflow), ideally {kept + slots}"
-        )
-    if capacity < kept + slots:
-        logger.warning(
-            "the engine's pool allows %d connections at once; the worker keeps %d, so with %d slots "
-            "runs may wait for a connection (pool_size + max_overflow of %d avoids that)",
-            capacity,
-            kept,
-            slots,
-            kept + slots,
-        )
 
 
 async def _guard(service: Awaitable[None], origin: Service) -> None:
@@ -524,46 +387,3 @@ async def _guard(service: Awaitable[None], origin: Service) -> None:
         raise
     except Exception:
         logger.exception("worker service %s stopped", getattr(origin, "__name__", origin))
-
-
-async def _rescue_service(worker: Worker) -> None:
-    while True:
-        try:
-            async with asyncio.timeout(worker.lost_after_s):
-                rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
-        except Exception as exc:
-            logger.warning("rescue pass failed (%s)", type(exc).__name__)
-        else:
-            if rescued and worker.events.active:
-                for job in rescued:
-                    event = worker._event(
-                        Kind.RESCUED,
-                        job,
-                        JobState.RUNNING,
-                        outcome=Verdict.LOST,
-                        error_type=ErrorType.WORKER_LOST,
-                    )
-                    worker.events.publish(event)
-        await asyncio.sleep(worker.rescue_interval_s)
-
-
-_rescue_service.in_burst = True  # type: ignore[attr-defined]  # rescue is always safe to run
-
-
-def choose_claim(app: Akadze) -> Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]:
-    """The claim a worker of ``app`` runs: the plain one unless some task has a Limit."""
-    limits = limit_params(
-        {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
-    )
-    if limits is None:
-        return Queries.claim
-    return functools.partial(Queries.claim_limited, limits=limits)
-
-
-#: services added by other parts of akadze (schedules, pruning)
-extra_services: list[Service] = []
-
-
-from akadze.worker import cancels, pruner, scheduler  # noqa: E402 (registered once extra_services exists)
-
-extra_services.extend([scheduler.scheduler_service(), pruner.pruner_service(), cancels.cancel_service])

@@ -1,12 +1,19 @@
-"""A pool connection a worker keeps for one role (claims, completions), reopened after a loss."""
+"""The pool connections a worker keeps for one role (claims, completions), reopened after a
+loss, and the check that the pool can spare them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+
+logger = logging.getLogger("akadze.worker")
 
 
 class HeldConnection:
@@ -51,3 +58,33 @@ class HeldConnection:
             except Exception:
                 with contextlib.suppress(Exception):
                     await conn.invalidate()
+
+
+def check_pool(app: Akadze, slots: int, listen: bool) -> None:
+    """Refuse a pool too small to ever serve a run, and warn about one smaller than the slots.
+
+    The worker keeps one pool connection for claims, one for outcomes and one for LISTEN; the
+    runs' complete_tx and the maintenance passes take more. With a pool no larger than what the
+    worker keeps, every run would wait for a connection that never comes back (a deadlock).
+    """
+    pool = app.engine.pool
+    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
+    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
+        return  # not a bounded queue pool (NullPool, unlimited overflow)
+    capacity = size() + overflow
+    kept = 3 if listen else 2
+    if capacity <= kept:
+        raise ValueError(
+            f"the engine's pool allows {capacity} connections at once, and a worker keeps {kept} "
+            f"of them (claims, outcomes{', LISTEN' if listen else ''}), so no run could ever get one: "
+            f"allow at least {kept + 1} (pool_size + max_overflow), ideally {kept + slots}"
+        )
+    if capacity < kept + slots:
+        logger.warning(
+            "the engine's pool allows %d connections at once; the worker keeps %d, so with %d slots "
+            "runs may wait for a connection (pool_size + max_overflow of %d avoids that)",
+            capacity,
+            kept,
+            slots,
+            kept + slots,
+        )

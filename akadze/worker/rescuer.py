@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -10,12 +11,14 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from akadze.db.queries import Orphan, Queries
+from akadze.events import Kind, event_of
 from akadze.hooks import transitions_written
 from akadze.job import JobState
-from akadze.outcomes import Completed, Completion, RunEnd, decide
+from akadze.outcomes import Completed, Completion, ErrorType, RunEnd, Verdict, decide
 
 if TYPE_CHECKING:
     from akadze.app import TransitionHook
+    from akadze.worker import Worker
 
 logger = logging.getLogger("akadze.worker")
 
@@ -62,6 +65,34 @@ async def rescue_lost(
     if lost:
         logger.info("forgot %d lost workers", len(lost))
     return written
+
+
+async def rescuer_service(worker: Worker) -> None:
+    """The worker service that rescues: a pass every ``rescue_interval``, in burst runs too
+    (a rescue is always safe to run); each rescued run is published as an event."""
+    events = worker.app.events
+    while True:
+        try:
+            async with asyncio.timeout(worker.lost_after_s):
+                rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
+        except Exception as exc:
+            logger.warning("rescue pass failed (%s)", type(exc).__name__)
+        else:
+            if rescued and events.active:
+                for job in rescued:
+                    lost = event_of(
+                        Kind.RESCUED,
+                        job,
+                        JobState.RUNNING,
+                        worker_id=worker.id,
+                        outcome=Verdict.LOST,
+                        error_type=ErrorType.WORKER_LOST,
+                    )
+                    events.publish(lost)
+        await asyncio.sleep(worker.rescue_interval_s)
+
+
+rescuer_service.in_burst = True  # type: ignore[attr-defined]  # read by Worker.run
 
 
 class WorkerLost(Exception):

@@ -1,0 +1,205 @@
+"""Claims jobs into a worker's free slots: one claim statement for all of them, the outcomes
+not yet written that hold slots, and the recovery of a claim whose reply was lost.
+
+A claim runs when slots are free and there may be ready jobs: after a wake-up (a NOTIFY, an
+outcome that frees a slot, a retry due now) or at every poll interval. It never waits on
+another worker (SKIP LOCKED), and a claim that fails on a lost connection may have committed:
+the next claim first adopts the jobs it took (find_claimed), which would otherwise stay running
+under this live worker for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from akadze import hooks
+from akadze.db.errors import is_transient
+from akadze.db.queries import Queries
+from akadze.flow import limit_params
+from akadze.job import Job, JobState
+from akadze.worker.connection import HeldConnection
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+    from akadze.worker.completer import Completer
+
+logger = logging.getLogger("akadze.worker")
+
+#: a claim statement: (connection, queues, limit, worker_id) -> the jobs it took
+Claim = Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]
+
+
+def choose_claim(app: Akadze) -> Claim:
+    """The claim a worker of ``app`` runs: the plain one unless some task has a Limit."""
+    limits = limit_params(
+        {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
+    )
+    if limits is None:
+        return Queries.claim
+    return functools.partial(Queries.claim_limited, limits=limits)
+
+
+class Fetcher:
+    """The claim side of one worker.
+
+    Args:
+        app: whose engine and on_transition hooks the claims use.
+        worker_id / queues / slots: what the worker claims, and how much at once.
+        running: the worker's running jobs (read: how many slots they take).
+        completer: its outcome writer (read: the backlog that holds slots).
+        start: starts the runs of the jobs a claim returned (and publishes their events).
+        healthy: False while heartbeats fail: claim nothing then.
+    """
+
+    def __init__(
+        self,
+        app: Akadze,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        slots: int,
+        poll_interval_s: float,
+        timeout_s: float,
+        running: Collection[int],
+        completer: Completer,
+        start: Callable[[Sequence[Job]], None],
+        healthy: Callable[[], bool],
+    ) -> None:
+        self.worker_id = worker_id
+        self.queues = list(queues)
+        self.slots = slots
+        self.poll_interval_s = poll_interval_s
+        #: a claim taking longer is abandoned: a connection gone silent (half-open) must not
+        #: hang the loop for good, and past lost_after the worker is stuck anyway
+        self.timeout_s = timeout_s
+        #: the connection claims run on (the worker registers and unregisters on it too)
+        self.held = HeldConnection(app.engine)
+        self._app = app
+        #: the claim statement: claim.sql, or claim_limited.sql when a task has a Limit
+        self.claim = choose_claim(app)
+        self._running = running
+        self._completer = completer
+        self._start = start
+        self._healthy = healthy
+        self._wake = asyncio.Event()
+        self._hint = True
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        #: a claim failed on a lost connection: it may have committed, its reply lost
+        self._unsure = False
+
+    def wake(self) -> None:
+        """There may be ready jobs: claim as soon as slots allow."""
+        self._hint = True
+        self._wake.set()
+
+    def nudge(self) -> None:
+        """A slot may be free: look again (a claim runs only if jobs may be ready)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Claim nothing more; run() returns at once."""
+        self._stopping = True
+        self._stopped.set()
+        self._wake.set()
+
+    def free_slots(self) -> int:
+        # outcomes not written yet hold their slots once they are more than the slots: a
+        # stalled write (a row lock, a slow disk) must not let this worker claim without
+        # bound, with every job claimed since held in memory and running in the table
+        return self.slots - len(self._running) - max(0, self._completer.backlog - self.slots)
+
+    async def run(self, *, burst: bool) -> None:
+        """Claim until stop(); with ``burst``, until a claim finds nothing and nothing runs."""
+        delay = 0.1
+        next_poll = time.monotonic() + self.poll_interval_s
+        while not self._stopping:
+            free = self.free_slots()
+            if burst and not self._running:
+                await self._completer.drain()
+                self._hint = True
+            if free > 0 and self._hint and self._healthy():
+                self._hint = False
+                try:
+                    jobs = await self._claim_into(free)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    self._unsure = True
+                    await self.held.discard()
+                    self._hint = True
+                    await self._sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                delay = 0.1
+                if len(jobs) == free:
+                    self._hint = True
+                self._start(jobs)
+                if burst and not jobs and not self._running and not self._completer.pending:
+                    return
+                if jobs:
+                    continue
+            timeout = max(next_poll - time.monotonic(), 0.0)
+            if burst and not self._running:
+                timeout = 0.0
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                self._hint = True
+                next_poll = time.monotonic() + self.poll_interval_s
+            self._wake.clear()
+            # let outcomes that finish in the same turn free their slots before claiming
+            await asyncio.sleep(0)
+
+    async def _claim_into(self, free: int) -> list[Job]:
+        async with asyncio.timeout(self.timeout_s):
+            if self._unsure:
+                free -= len(await self._adopt_lost_claims())
+            if free <= 0:
+                return []
+            if self._app.hooks.on_transition:
+                return await self._claim_with_hooks(free)
+            return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
+
+    async def _adopt_lost_claims(self) -> list[Job]:
+        """Start the jobs of a claim that committed although its reply was lost.
+
+        They run under this worker's id, and no rescue takes them while its heartbeat lives,
+        so without this they would stay running for good. They were claimed for slots that
+        no later claim has taken: this runs before the next claim.
+        """
+        known = [*self._running, *self._completer.unwritten()]
+        jobs = await Queries.find_claimed(await self.held.raw(), self.worker_id, known)
+        self._unsure = False
+        for job in jobs:
+            logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
+        self._start(jobs)
+        return jobs
+
+    async def _claim_with_hooks(self, free: int) -> list[Job]:
+        conn = await self.held.get()
+        on_transition = self._app.hooks.on_transition
+        try:
+            async with conn.begin():
+                jobs = await self.claim(conn, self.queues, free, self.worker_id)
+                for job in jobs:
+                    await hooks.transition(on_transition, conn, job, JobState.QUEUED)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            # as for completions: a broken hook must not stop the queue. The claim and the
+            # hook's writes rolled back together; the jobs are claimed again without hooks.
+            logger.exception("an on_transition hook failed at claim; claiming without hooks")
+            return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
+        return jobs
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), seconds)
