@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import ipaddress
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -112,8 +113,21 @@ def _digits(number: decimal.Decimal) -> tuple[int, int]:
     return max(len(digits), -exponent), -exponent
 
 
-def _check_decimal(number: decimal.Decimal, c: Constraints) -> None:
-    _check_bounds(number, c, "decimal")
+_OPS: tuple[tuple[str, str, Callable[[Any, Any], bool]], ...] = (
+    ("gt", ">", operator.gt),
+    ("ge", ">=", operator.ge),
+    ("lt", "<", operator.lt),
+    ("le", "<=", operator.le),
+)
+
+
+def _bounds(c: Constraints) -> list[tuple[Any, str, Callable[[Any, Any], bool]]]:
+    """The bounds ``c`` sets, as (limit, sign, test), worked out once per stand-in type."""
+    return [(getattr(c, key), sign, test) for key, sign, test in _OPS if getattr(c, key) is not None]
+
+
+def _check_decimal(number: decimal.Decimal, c: Constraints, bounds: list[Any]) -> None:
+    _check_bounds(number, bounds, "decimal")
     if c.multiple_of is not None and number % decimal.Decimal(c.multiple_of) != 0:
         raise ValueError(f"Expected `decimal` that is a multiple of {c.multiple_of}")
     if c.max_digits is None and c.decimal_places is None:
@@ -129,18 +143,10 @@ def _check_decimal(number: decimal.Decimal, c: Constraints) -> None:
             raise ValueError(f"Expected `decimal` with at most {whole} digits before the point")
 
 
-def _check_bounds(value: Any, c: Constraints, what: str) -> None:
-    checks: tuple[tuple[Any, str, Callable[[Any, Any], bool]], ...] = (
-        (c.gt, ">", lambda v, b: v > b),
-        (c.ge, ">=", lambda v, b: v >= b),
-        (c.lt, "<", lambda v, b: v < b),
-        (c.le, "<=", lambda v, b: v <= b),
-    )
-    for limit, sign, ok in checks:
-        if limit is None:
-            continue
+def _check_bounds(value: Any, bounds: list[tuple[Any, str, Callable[[Any, Any], bool]]], what: str) -> None:
+    for limit, sign, test in bounds:
         try:
-            passed = ok(value, limit)
+            passed = test(value, limit)
         except TypeError:  # an aware and a naive datetime: left to the worker
             continue
         if not passed:
@@ -168,11 +174,14 @@ def checked(base: Any, constraints: Constraints | None, target: Any = None) -> t
     ``constraints``, parsed as ``target``, its annotated type), or None when msgspec's own type
     checks it all."""
     c = constraints or Constraints()
+    bounds = _bounds(c)
     if base is decimal.Decimal:
+        plain = constraints is None
 
         def check_decimal(cls: type[Checked], value: Any) -> Any:
             number = _parse_decimal(value)
-            _check_decimal(number, c)
+            if not plain:
+                _check_decimal(number, c, bounds)
             return number
 
         return type("Decimal", (Checked,), {"plain": decimal.Decimal, "check": classmethod(check_decimal)})
@@ -185,7 +194,7 @@ def checked(base: Any, constraints: Constraints | None, target: Any = None) -> t
             parsed = msgspec.convert(value, target or base)
         except msgspec.ValidationError as exc:
             raise ValueError(str(exc).partition(" - at ")[0]) from None
-        _check_bounds(parsed, c, what)
+        _check_bounds(parsed, bounds, what)
         return parsed
 
     return type(base.__name__, (Checked,), {"plain": base, "check": classmethod(check_time)})

@@ -127,14 +127,19 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
             )
         )
     params = getattr(cls, "__parameters__", ())
-    config = getattr(cls, "__pydantic_config__", None) or {}
+    # a pydantic dataclass has its own config (extra="ignore" unless it says otherwise); a
+    # stdlib one takes the config of where it is used: forbid in a task's arguments, which is
+    # where the mirror assumes it is (inside a model that ignores extra fields, the guard is
+    # then stricter than the worker about a field the producer should not send anyway)
+    config = getattr(cls, "__pydantic_config__", None)
+    extra = (config or {}).get("extra", "forbid" if config is None else "ignore")
     return ir.StructDef(
         name="",
         origin=key,
         source="dataclass",
         fields=fields,
         type_params=[typevar_name(p) for p in params],
-        forbid_unknown=config.get("extra") == "forbid",
+        forbid_unknown=extra == "forbid",
     )
 
 

@@ -34,6 +34,7 @@ import ipaddress
 import os
 import pathlib
 import random
+import re
 import sys
 import types
 import typing
@@ -660,10 +661,14 @@ def _compare(app: Akadze, task: RemoteTask[Any], arguments: dict[str, Any]) -> N
         COUNTS["float for a Decimal (refused by design)"] += 1
         assert guard is not None, "the guard took a float for a Decimal"
         return
+    # a value of another JSON type that pydantic converts ("5" or true for an int, 1 for a
+    # bool, an int for an IP address): the guard checks JSON types strictly, by design
+    mismatch = re.search(r"Expected `([^`]+)`, got `([^`]+)`", guard or "")
+    if worker is None and mismatch is not None:
+        COUNTS[f"converted by the worker, refused by the strict guard: {mismatch[2]} for {mismatch[1]}"] += 1
+        return
     if worker is None and _worker_verdict(app, task.name, payload, strict=True)[0] is not None:
-        # a value of another JSON type that pydantic's lax mode converts ("5" or true for an
-        # int, 1 for a bool): the guard checks types strictly, by design
-        COUNTS["converted by the worker, refused by the strict guard (by design)"] += 1
+        COUNTS["converted by the worker, refused by the strict guard: lax only"] += 1
         assert guard is not None, (
             f"{task.name}: the guard took a value only lax validation takes: {payload!r}"
         )
