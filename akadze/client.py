@@ -35,11 +35,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from akadze.app import create_engine
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.db.queries import NewJobs
-from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, JobNotFoundError
+from akadze.errors import ArgsTooDeepError, ConfigError, JobNotFoundError
 from akadze.flow import Unique
 from akadze.guard import Constraints, Discriminator, Guard, InvalidArgsError
 from akadze.job import Job, JobState
-from akadze.stored import MAX_JSON_DEPTH, check_depth
+from akadze.stored import MAX_JSON_DEPTH, check_payload
 from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
 
 __all__ = [
@@ -266,14 +266,7 @@ class RemoteTask(Enqueuer, Generic[A]):
             payload = _encoder.encode(arguments)
         except RecursionError:
             raise ArgsTooDeepError(self.name, MAX_JSON_DEPTH) from None
-        if len(payload) > _database.max_args_bytes:
-            raise ArgsTooLargeError(self.name, len(payload), _database.max_args_bytes)
-        check_depth(self.name, payload)
-        if b"\\u0000" in payload:
-            raise ValueError(
-                f"task {self.name!r}: an argument contains a NUL character, "
-                "which PostgreSQL cannot store in JSON"
-            )
+        check_payload(self.name, payload, _database.max_args_bytes)
         if _database.validate:
             self._guard.check(payload)
         return payload.decode()

@@ -30,8 +30,8 @@ import pydantic_core
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
-from akadze.errors import ArgsTooDeepError, ArgsTooLargeError, ConfigError, ResultNotJson
-from akadze.stored import MAX_JSON_DEPTH, check_depth
+from akadze.errors import ArgsTooDeepError, ConfigError, ResultNotJson
+from akadze.stored import MAX_JSON_DEPTH, check_payload
 from akadze.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
 from akadze.wireschema import WireSchema
 
@@ -122,14 +122,7 @@ class ArgsCodec:
                 f"task {self.task_name!r}: an argument contains a lone surrogate, "
                 "which is not valid Unicode and cannot be stored"
             ) from None
-        if len(payload) > self.max_bytes:
-            raise ArgsTooLargeError(self.task_name, len(payload), self.max_bytes)
-        check_depth(self.task_name, payload)
-        if b"\\u0000" in payload:
-            raise ValueError(
-                f"task {self.task_name!r}: an argument contains a NUL character, "
-                "which PostgreSQL cannot store in JSON"
-            )
+        check_payload(self.task_name, payload, self.max_bytes)
         if self.may_hold_float and b"null" in payload:
             # msgspec writes NaN and Infinity as null: such a job could never decode its
             # arguments (or would get None), so it is refused here rather than stored

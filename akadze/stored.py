@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from akadze.errors import ArgsTooDeepError
+from akadze.errors import ArgsTooDeepError, ArgsTooLargeError
 from akadze.job import Job, JobError, JobState
 
 logger = logging.getLogger("akadze.db")
@@ -63,6 +63,20 @@ def check_depth(task_name: str, payload: bytes) -> None:
     """Refuse encoded arguments nested deeper than MAX_JSON_DEPTH (ArgsTooDeepError)."""
     if _too_deep(payload):
         raise ArgsTooDeepError(task_name, MAX_JSON_DEPTH)
+
+
+def check_payload(task_name: str, payload: bytes, max_bytes: int) -> None:
+    """What every enqueue checks of encoded arguments before the row is written (the worker's
+    task.enqueue and generated clients alike): the size limit (ArgsTooLargeError), the
+    nesting limit (ArgsTooDeepError), and no NUL character, which PostgreSQL's jsonb cannot
+    store (ValueError)."""
+    if len(payload) > max_bytes:
+        raise ArgsTooLargeError(task_name, len(payload), max_bytes)
+    check_depth(task_name, payload)
+    if b"\\u0000" in payload:
+        raise ValueError(
+            f"task {task_name!r}: an argument contains a NUL character, which PostgreSQL cannot store in JSON"
+        )
 
 
 class UnreadableArgs(dict[str, Any]):
