@@ -163,6 +163,12 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
             await asyncio.sleep(ms / 1000)
         await mark("end_ok")
 
+    async def gil(key: str, n: int) -> None:
+        """Holds the GIL in one C call for seconds: no thread of its worker runs meanwhile."""
+        await mark("start")
+        sum(range(n))
+        await mark("end_ok")
+
     async def tick() -> None:
         """The scheduled task: its effect is keyed by its job, one per fire time."""
         job = current().job
@@ -185,6 +191,7 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
         backoff=herd_backoff,
         retry_priority=-1,
     )
+    app.register(gil, name="fault.gil", queue=QUEUE, max_attempts=3)
     app.register(exit_process, name="fault.exit", queue=QUEUE, max_attempts=3)
     app.register(strict, name="fault.strict", queue=QUEUE, max_attempts=2, backoff=zero)
     app.register(outcome, name="fault.outcome", queue=QUEUE, max_attempts=2, backoff=zero)

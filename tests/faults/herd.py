@@ -61,9 +61,8 @@ async def retry_herd(
     finally:
         await fleet.stop()
         await producer_app.dispose()
-    fig = await checker.check(
-        env.dsn, "retry herd", produced=producer.log, seconds=time.monotonic() - started
-    )
+    name = "retry herd, retry_priority -1" if task.endswith("yielding") else "retry herd"
+    fig = await checker.check(env.dsn, name, produced=producer.log, seconds=time.monotonic() - started)
     window = await fetch(
         env.dsn,
         "SELECT min(e.at) AS first_retry, max(e.at) AS last_retry FROM chk_exec e "
