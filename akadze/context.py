@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -50,7 +52,8 @@ class RunContext:
         if self.completed is not None:
             raise RuntimeError(f"job {self.job.id}: complete_tx() already committed this run")
         job = self.job
-        async with self.app.engine.connect() as conn:
+        gate = _gates.get(id(self.app))
+        async with gate or contextlib.nullcontext(), self.app.engine.connect() as conn:
             async with conn.begin():
                 yield conn
                 ended = Completion(
@@ -74,6 +77,19 @@ def current() -> RunContext:
         return _current.get()
     except LookupError:
         raise NotInRunError() from None
+
+
+#: Worker(db_slots=N): at most N complete_tx blocks of the app's runs hold a connection at once
+_gates: dict[int, asyncio.Semaphore] = {}
+
+
+def gate_connections(app: Akadze, db_slots: int | None) -> None:
+    """Let at most ``db_slots`` complete_tx blocks of ``app`` hold a connection at once (None:
+    no limit); a block past the limit waits for a turn before it takes one."""
+    if db_slots is None:
+        _gates.pop(id(app), None)
+    else:
+        _gates[id(app)] = asyncio.Semaphore(db_slots)
 
 
 #: the runs of this process, by (id(app), job id): where cancel requests are marked

@@ -22,6 +22,14 @@ def worker(
         list[str] | None, typer.Option("-q", "--queue", help="A queue to serve (repeatable).")
     ] = None,
     slots: Annotated[int, typer.Option(min=1, help="Jobs run at once.")] = 10,
+    db_slots: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Runs holding a connection in complete_tx() at once (default: every slot); "
+            "the pool then needs 3 + this many (docs/install.md).",
+        ),
+    ] = None,
     burst: Annotated[bool, typer.Option(help="Exit 0 once no ready job is left.")] = False,
     shutdown_timeout: Annotated[
         float, typer.Option(min=0, help="Seconds running jobs get to finish on a graceful stop.")
@@ -75,6 +83,7 @@ def worker(
                 application,
                 queues=queues or None,
                 slots=slots,
+                db_slots=db_slots,
                 shutdown_timeout=timedelta(seconds=shutdown_timeout),
                 poll_interval=timedelta(seconds=poll_interval),
                 lost_after=timedelta(seconds=lost_after),

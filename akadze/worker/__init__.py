@@ -23,6 +23,7 @@ from uuid import uuid4
 
 import msgspec
 
+from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
@@ -72,6 +73,9 @@ class Worker:
         shutdown_timeout: on a graceful stop, how long running jobs may take to finish
             before they are interrupted and put back to queued (no attempt spent).
         listen: use LISTEN/NOTIFY for wake-ups (polling always runs too).
+        db_slots: how many runs may hold a connection in ``complete_tx()`` at once (None: every
+            slot); the pool then needs the worker's own connections plus this many. For tasks
+            that mostly do not touch the database (docs/install.md, "How many connections").
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Worker:
         rescue_interval: timedelta | None = None,
         listen: bool = True,
         name: str | None = None,
+        db_slots: int | None = None,
     ) -> None:
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be an integer of 1 or more, got {slots!r}")
@@ -107,7 +112,12 @@ class Worker:
             _seconds(rescue_interval, "rescue_interval") if rescue_interval else self.lost_after_s / 2
         )
         self.listen = listen
-        check_pool(app, slots, listen)
+        if db_slots is not None and (
+            isinstance(db_slots, bool) or not isinstance(db_slots, int) or db_slots < 1
+        ):
+            raise ValueError(f"db_slots must be an integer of 1 or more, got {db_slots!r}")
+        self.db_slots = db_slots
+        check_pool(app, min(slots, db_slots or slots), listen)
         self.id = str(uuid4())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         #: how many runs this worker finished (any outcome)
@@ -181,6 +191,8 @@ class Worker:
         the database's schema is older than this code (``akadze db migrate`` fixes it).
         """
         await check_schema(self.app.engine)
+        if self.db_slots is not None:
+            gate_connections(self.app, self.db_slots)
         loop = asyncio.get_running_loop()
         restore = self._install_signals(loop) if handle_signals else []
         registration: dict[str, Any] = {
@@ -198,6 +210,8 @@ class Worker:
             self.app.engine.url,
             registration,
             interval_s=self.heartbeat_interval_s,
+            # a burst run (testing.drain) is short: a thread, not a process to start each time
+            process=not burst,
         )
         self._heartbeat.start()
         background: list[asyncio.Task[None]] = [
@@ -214,6 +228,8 @@ class Worker:
             await self.fetcher.run(burst=burst)
         finally:
             await self._shutdown(background)
+            if self.db_slots is not None:
+                gate_connections(self.app, None)
             for sig, previous in restore:
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
