@@ -189,3 +189,39 @@ def test_a_read_slower_than_a_scrape_finishes_in_the_background(monkeypatch: pyt
     pending.set_result([one])
     collector.cost_factor = 1e9  # the next read is far off: the scrape shows what was read
     assert collector.stats() == [one] and len(started) == 1
+
+
+async def test_akadze_worker_serves_metrics_on_the_port_it_is_given(database_url: str) -> None:
+    import os
+    import signal
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "AKADZE_DATABASE_URL": database_url}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "akadze.cli", "worker", "tests.apps.basic:app", "--metrics-port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        found: dict[str, str] = {}
+
+        async def served() -> bool:
+            try:
+                found["text"] = await scrape(port)
+            except OSError:
+                return False
+            return True
+
+        await wait_until(served, timeout=30, interval=0.2)
+        assert 'akadze_worker_slots{state="free"} 10.0' in found["text"]
+        assert "akadze_queue_jobs" in found["text"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in err
