@@ -23,7 +23,10 @@ class JobState(enum.StrEnum):
         return self in _FINISHED
 
 
-_FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+#: the states a job ends in: the one list behind JobState.finished, the schema's partial
+#: indexes (db/tables.py) and the state lists of the .sql files (tests/db/test_names.py)
+FINISHED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+_FINISHED = frozenset(FINISHED_STATES)
 
 
 class JobError(msgspec.Struct, frozen=True):

@@ -21,13 +21,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from akadze.db.queries import Queries
+from akadze.db.sql import DONE_CHANNEL
 from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError, JobNotFoundError
 from akadze.job import Job
 
 logger = logging.getLogger("akadze.wait")
 
-CHANNEL = "akadze_done"
+CHANNEL = DONE_CHANNEL
 #: how often waiters read their jobs when no notification came
 POLL_INTERVAL = timedelta(seconds=1)
 

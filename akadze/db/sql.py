@@ -16,6 +16,11 @@ from sqlalchemy import TextClause, text
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
+#: NOTIFY channel of ready jobs (payload: the queue's name); workers LISTEN on it
+JOBS_CHANNEL = "akadze_jobs"
+#: NOTIFY channel of finished jobs someone waits for (payload: the job's id); app.wait_for
+DONE_CHANNEL = "akadze_done"
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:

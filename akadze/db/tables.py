@@ -21,6 +21,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 from sqlalchemy.types import UserDefinedType
 
+from akadze.job import FINISHED_STATES
+
 metadata = MetaData()
 
 # JSON columns are read as text and decoded by msgspec, as on the hot path.
@@ -66,7 +68,7 @@ Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state 
 Index(
     "akadze_jobs_prune_idx",
     jobs.c.finished_at,
-    postgresql_where=text("state IN ('succeeded', 'failed', 'cancelled')"),
+    postgresql_where=text(f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"),
 )
 # the dashboard's keyset listing (one per filter) and its failures of the last hour
 Index("akadze_jobs_state_id_idx", jobs.c.state, jobs.c.id)
@@ -112,6 +114,7 @@ schedule_runs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
 )
 Index("akadze_schedule_runs_created_idx", schedule_runs.c.created_at)
+
 
 class Xid8(UserDefinedType[int]):
     """PostgreSQL's 64-bit transaction id."""

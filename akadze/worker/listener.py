@@ -14,9 +14,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db.sql import JOBS_CHANNEL
+
 logger = logging.getLogger("akadze.worker")
 
-CHANNEL = "akadze_jobs"
+CHANNEL = JOBS_CHANNEL
 
 
 class Listener:
