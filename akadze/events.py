@@ -17,13 +17,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeAlias
+from typing import TypeAlias
 
 import msgspec
 
 from akadze.errors import ConfigError
-from akadze.job import JobState
-from akadze.outcomes import ErrorType, Verdict
+from akadze.job import Job, JobState
+from akadze.outcomes import Completed, ErrorType, Verdict
 
 logger = logging.getLogger("akadze.events")
 #: the transition log line is written on the worker's logger, as it always was documented
@@ -96,26 +96,9 @@ class Event(msgspec.Struct, frozen=True, gc=False):
 Subscriber: TypeAlias = Callable[[Event], None]
 
 
-class _Row(Protocol):
-    """What an event is built from: a Job, or the Completed row of a write."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def task(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def state(self) -> JobState: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def run(self) -> int: ...
-
-
 def event_of(
     kind: Kind,
-    job: _Row,
+    job: Job | Completed,
     from_state: JobState | None,
     *,
     worker_id: str | None = None,
