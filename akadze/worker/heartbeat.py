@@ -36,10 +36,13 @@ _BEAT = Path(__file__).with_name("beat.py")
 
 
 class Heartbeat:
-    def __init__(self, url: URL, registration: Mapping[str, Any], *, interval_s: float) -> None:
+    def __init__(
+        self, url: URL, registration: Mapping[str, Any], *, interval_s: float, process: bool = True
+    ) -> None:
         """``registration`` holds Queries.register_worker's arguments: they re-register a
-        worker that was declared lost."""
+        worker that was declared lost. ``process=False`` beats from a thread only."""
         self.url = url
+        self.use_process = process
         self.worker_id: str = registration["worker_id"]
         self.interval_s = interval_s
         self.lost_after_s: float = registration["lost_after_s"]
@@ -59,7 +62,7 @@ class Heartbeat:
 
     def start(self) -> None:
         """Beat from a process of its own where possible, else from a thread."""
-        if not (process_possible() and self._start_process()):
+        if not (self.use_process and process_possible() and self._start_process()):
             self._thread.start()
 
     def stop(self) -> None:
