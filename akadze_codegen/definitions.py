@@ -43,11 +43,14 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
         if metadata:
             annotation = typing.Annotated[(annotation, *metadata)]
         node = walker.walk(annotation, here)
-        if mentions(node, ir.Prim("bytes")) and config.get("val_json_bytes") != "base64":
+        base64 = (config.get("val_json_bytes"), config.get("ser_json_bytes")) == ("base64", "base64")
+        if mentions(node, ir.Prim("bytes")) and not base64:
+            # reading UTF-8 corrupts what clients send; writing UTF-8 corrupts (or cannot
+            # write) what the worker-side enqueue stores
             walker.problem(
                 here,
-                "bytes travel as base64, but this model reads JSON bytes as UTF-8 text, so "
-                "they would arrive corrupted",
+                "bytes travel as base64, but this model reads or writes JSON bytes as UTF-8 "
+                "text, so they would arrive corrupted",
                 'add model_config = ConfigDict(val_json_bytes="base64", '
                 'ser_json_bytes="base64") to the model',
             )

@@ -178,7 +178,7 @@ def _random_models(seed: int) -> tuple[Akadze, list[str]]:
         extra = rng.choice(["ignore", "forbid"])
         created = pydantic.create_model(  # type: ignore[call-overload]
             name,
-            __config__=pydantic.ConfigDict(extra=extra, val_json_bytes="base64"),
+            __config__=pydantic.ConfigDict(extra=extra, val_json_bytes="base64", ser_json_bytes="base64"),
             __module__=module.__name__,
             **fields,
         )

@@ -161,3 +161,28 @@ def test_a_worker_side_msgspec_struct_is_refused_when_the_worker_registers_it() 
 
     with pytest.raises(ConfigError, match=r"task 'shape\.draw': unsupported argument type.*Point"):
         app.register(draw, name="shape.draw")
+
+
+def test_a_model_that_writes_bytes_as_text_is_a_problem_too() -> None:
+    """val_json_bytes alone: clients' base64 is read right, but the worker-side enqueue writes
+    the bytes as UTF-8 text, which its own validation then reads as base64 (issue 18.1)."""
+    from pydantic import BaseModel, ConfigDict
+
+    from akadze_codegen.mirror import Walker
+
+    class ReadsOnly(BaseModel):
+        model_config = ConfigDict(val_json_bytes="base64")
+        data: bytes
+
+    class Both(BaseModel):
+        model_config = ConfigDict(val_json_bytes="base64", ser_json_bytes="base64")
+        data: bytes
+
+    walker = Walker({})
+    walker.walk(Both, "t(x)")
+    assert walker.problems == []
+    walker.walk(ReadsOnly, "t(y)")
+    assert [p.message for p in walker.problems] == [
+        "bytes travel as base64, but this model reads or writes JSON bytes as UTF-8 text, so they "
+        "would arrive corrupted"
+    ]
