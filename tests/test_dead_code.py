@@ -21,7 +21,16 @@ from tests.support import ROOT
 PACKAGES = ("akadze", "akadze_codegen")
 USERS = (*PACKAGES, "tests", "examples", "bench", "scripts")
 #: modules whose every public name is for users (docs/), used or not inside the project
-PUBLIC = {"akadze", "akadze.testing", "akadze.client", "akadze.pytest_plugin", "akadze_codegen"}
+PUBLIC = {
+    "akadze",
+    "akadze.testing",
+    "akadze.client",
+    "akadze.pytest_plugin",
+    "akadze.alembic",
+    "akadze.metrics",
+    "akadze.tracing",
+    "akadze_codegen",
+}
 
 
 def module_name(path: Path) -> str:

@@ -149,9 +149,10 @@ def test_version_prints_the_installed_version() -> None:
 
 # -- the contract, for every command registered now or later ---------------------------------
 
-#: commands that use neither an app nor its database (codegen verify checks stubs against the
-#: workers' database from the producer's side, where the worker's code is not installed)
-NO_APP = {"db sql", "db start", "db stop", "db url", "codegen verify"}
+#: commands that use neither an app nor its database: they print or write akadze's own schema
+#: (db sql, db revision), run the embedded server, or check stubs against the workers' database
+#: from the producer's side, where the worker's code is not installed (codegen verify)
+NO_APP = {"db sql", "db revision", "db start", "db stop", "db url", "codegen verify"}
 
 
 def leaf_commands() -> dict[str, Any]:
