@@ -9,12 +9,10 @@ their own loop beside it. This module builds them, starts them, and stops them i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import socket
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -30,6 +28,7 @@ from akadze.drift import DriftLog
 from akadze.events import Kind, event_of
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, Verdict
+from akadze.worker import signals
 from akadze.worker.cancels import cancel_service
 from akadze.worker.completer import Completer, store_result
 from akadze.worker.connection import HeldConnection, check_pool
@@ -194,7 +193,7 @@ class Worker:
         if self.db_slots is not None:
             gate_connections(self.app, self.db_slots)
         loop = asyncio.get_running_loop()
-        restore = self._install_signals(loop) if handle_signals else []
+        installed = signals.install(loop, self._on_signal) if handle_signals else []
         registration: dict[str, Any] = {
             "worker_id": self.id,
             "name": self.name,
@@ -228,25 +227,8 @@ class Worker:
             await self._shutdown(background)
             if self.db_slots is not None:
                 gate_connections(self.app, None)
-            for sig, previous in restore:
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(sig)
-                    if previous is not None:
-                        signal.signal(sig, previous)
+            signals.restore(loop, installed)
         return self.runs
-
-    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> list[tuple[int, Any]]:
-        if threading.current_thread() is not threading.main_thread():
-            return []
-        installed: list[tuple[int, Any]] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                previous = signal.getsignal(sig)
-                loop.add_signal_handler(sig, self._on_signal, sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue
-            installed.append((sig, previous))
-        return installed
 
     def _on_signal(self, sig: int) -> None:
         logger.info(
