@@ -231,11 +231,22 @@ def requeue(
 ) -> None:
     """Put a failed job back in the queue; exit 1 when it is not failed."""
     from akadze.control import requeue as requeue_job
+    from akadze.db.queries import Queries
 
     refuse_extra(extra, "jobs requeue ID")
     wanted = job_id(job)
     application = database(None, app_option, database_url)
-    requeued = with_conn(application, lambda conn: requeue_job(conn, wanted, app=_hooks(application)))
+
+    async def act(conn: AsyncConnection) -> tuple[Job | None, JobState | None]:
+        requeued = await requeue_job(conn, wanted, app=_hooks(application))
+        if requeued is not None:
+            return requeued, None
+        found = await Queries.get_job(conn, wanted)
+        return None, found.state if found is not None else None
+
+    requeued, state = with_conn(application, act)
     if requeued is None:
-        fail(1, f"job {wanted} is not failed (or does not exist): only failed jobs can be requeued")
+        if state is None:
+            fail(1, f"job {wanted} does not exist")
+        fail(1, f"job {wanted} is {state.value}, not failed: only failed jobs can be requeued")
     typer.echo(f"job {wanted} requeued (attempt {requeued.attempt} of {requeued.max_attempts})")
