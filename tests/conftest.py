@@ -61,22 +61,16 @@ def server_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def template_db(server_url: str) -> Iterator[str]:
-    """A migrated database that every test's database is cloned from."""
-    name = f"akadze_tpl_{os.getpid()}"
-    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"'))
-    url = with_database(server_url, name)
+def akadze_server_url(server_url: str) -> str:
+    """The plugin's server (akadze.pytest_plugin) is this suite's: one template per session."""
+    return server_url
 
-    async def migrate() -> None:
-        app = Akadze(database_url=url)
-        try:
-            await app.migrate()
-        finally:
-            await app.dispose()
 
-    asyncio.run(migrate())
-    yield name
-    asyncio.run(_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+@pytest.fixture(scope="session")
+def template_db(akadze_template_database: str) -> str:
+    """A migrated database that every test's database is cloned from: the pytest plugin's
+    template (docs/testing.md), which this suite uses as its users do."""
+    return akadze_template_database
 
 
 _counter = itertools.count()

@@ -245,11 +245,19 @@ def test_the_template_can_carry_the_projects_own_schema(tmp_path: Path) -> None:
 def test_the_plugin_is_loaded_beside_the_projects_own_fixtures(
     name: str, request: pytest.FixtureRequest
 ) -> None:
-    """The project's own tests run with the plugin loaded: each name has one definition, from
-    the plugin (prefixed) or from the project's conftest, so neither shadows the other."""
-    plugin = request.config.pluginmanager.get_plugin("akadze")
-    assert plugin is not None
+    """The project's own tests run with the plugin loaded. The plugin defines only prefixed
+    names, so it never replaces a project fixture; the project uses the plugin's template and
+    overrides akadze_server_url on purpose (tests/conftest.py)."""
+    assert request.config.pluginmanager.get_plugin("akadze") is not None
     defs = request._fixturemanager.getfixturedefs(name, request.node)
-    assert defs is not None and len(defs) == 1
-    origin = defs[0].func.__module__
-    assert origin.endswith("pytest_plugin" if name.startswith("akadze_") else "conftest"), origin
+    assert defs
+    origins = [d.func.__module__.rsplit(".", 1)[-1] for d in defs]
+    if name.startswith("akadze_"):
+        assert origins[0] == "pytest_plugin"
+        assert origins[1:] == (["conftest"] if name == "akadze_server_url" else [])
+    else:
+        assert origins == ["conftest"]
+
+
+def test_the_projects_template_is_the_plugins(template_db: str, akadze_template_database: str) -> None:
+    assert template_db == akadze_template_database
