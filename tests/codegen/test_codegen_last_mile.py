@@ -311,3 +311,13 @@ def test_the_worker_side_enqueue_writes_ip_types_and_paths_as_the_client_does() 
     row = codec.encode(values)
     assert msgspec.json.decode(row) == {"ip": "10.0.0.1", "network": "2001:db8::/32", "log": "/var/log/x"}
     assert codec.decode(row) == values
+
+
+def test_aliases_are_named_after_what_they_type() -> None:
+    """Point 5: hovers and errors show ``PaymentsPayAmount``, not ``_Alias1``."""
+    payments = (GOLDEN / "wire" / "payments.py").read_text()
+    types_ = (GOLDEN / "wire" / "_types.py").read_text()
+    assert "PaymentsPayAmount: _t.TypeAlias = _t.Annotated[" in payments
+    assert "    amount: PaymentsPayAmount\n" in payments
+    assert "PriceAmount: _t.TypeAlias = _t.Annotated[" in types_
+    assert "_Alias" not in payments + types_

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import pathlib
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -9,7 +11,7 @@ from typing import reveal_type
 
 from registration import mail
 from sqlalchemy.ext.asyncio import AsyncConnection
-from wire import kinds, shipping
+from wire import kinds, payments, shipping
 
 
 async def right_calls(conn: AsyncConnection) -> None:
@@ -45,3 +47,16 @@ async def right_calls(conn: AsyncConnection) -> None:
     await mail.mail_greet_positional.enqueue(user_id=1, on=date(2026, 1, 1), loud=True)
     await mail.mail_greet_keyword.enqueue(user_id=1, on=date(2026, 1, 1))
     await mail.mail_greet_instance.using(session=conn).enqueue(user_id=1, on=date(2026, 1, 1))
+    # issue 18: the Python objects of string-like types, and their strings
+    await payments.payments_audit.enqueue(
+        ip=ipaddress.IPv4Address("10.0.0.1"),
+        peer=ipaddress.IPv6Address("::1"),
+        network="10.0.0.0/8",
+        log=pathlib.PurePosixPath("/var/log/x"),
+    )
+    await payments.payments_pay.enqueue(
+        payment=payments.Wallet(kind="wallet", iban="NL91ABNA"),
+        amount=Decimal("12.50"),
+        within=timedelta(days=1),
+        fallback=payments.Card(last4="1234"),
+    )
