@@ -7,6 +7,7 @@ autocommit). Both run the same statement text.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -227,8 +228,18 @@ class Queries:
             "l_rate": limits.rate,
             "l_per": limits.per_s,
         }
-        rows = await _fetch(conn, statement("claim_limited"), params)
+        stmt = statement("claim_limited")
+        if not isinstance(conn, AsyncConnection) and conn not in _generic:
+            # prepared on a direct connection: planned once (generic_plans.sql says why)
+            if await prepared(conn, stmt) is not None:
+                await Queries.generic_plans(conn)
+            _generic.add(conn)
+        rows = await _fetch(conn, stmt, params)
         return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
+    async def generic_plans(conn: Connection) -> None:
+        await _execute(conn, statement("generic_plans"), {})
 
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
@@ -484,6 +495,10 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
         "expires_at": new.expires_at,
         "trace_context": new.trace_context,
     }
+
+
+#: raw connections whose session generic_plans.sql has set (or that are behind a pooler)
+_generic: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _unique_params(
