@@ -78,8 +78,10 @@ def render(data: dict[str, Any]) -> str:
         "finished": f"(b) {opt['finished']:,} finished rows",
         "delayed": f"(c) {opt['delayed']:,} delayed jobs",
         "delayed_high": f"(d) {opt['delayed']:,} delayed jobs at priority 1",
+        "held": f"(e) {opt['delayed']:,} jobs held by a full limit, ahead of the ready ones",
     }
     by_state = {s: [r for r in drains if r["state"] == s] for s in STATES}
+    run_states = [s for s in STATES if by_state[s]]
     lines += [
         f"### Drain: {opt['jobs']:,} ready no-op jobs, one worker, {opt['slots']} slots",
         "",
@@ -88,7 +90,7 @@ def render(data: dict[str, Any]) -> str:
         "",
     ]
     rows = []
-    for s in STATES:
+    for s in run_states:
         rs = by_state[s]
         rows.append(
             [
@@ -127,7 +129,7 @@ def render(data: dict[str, Any]) -> str:
         "",
     ]
     rows = []
-    for s in STATES:
+    for s in run_states:
         rs = by_state[s]
         row = [labels[s], cell([r["table_before"]["rows"] for r in rs])]
         for key in ("claim_ready", "complete", "claim_idle"):

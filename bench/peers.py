@@ -61,6 +61,33 @@ PEERS: dict[str, Peer] = {
             "OpenTelemetry tracing on (SDK, batch processor, an exporter that drops the spans)",
         ),
         Peer(
+            "akadze_unique",
+            "akadze, unique jobs",
+            "adapter_akadze.py",
+            None,
+            options={"flow": "unique"},
+            note="as akadze, with @app.task(..., unique=Unique(args=['i'])): every enqueue computes a "
+            "key and goes through the unique index (each job's arguments differ: none is a duplicate)",
+        ),
+        Peer(
+            "akadze_limit",
+            "akadze, limit never binding",
+            "adapter_akadze.py",
+            None,
+            options={"flow": "limit"},
+            note="as akadze, with limit=Limit(concurrency=1_000_000): the worker claims with "
+            "claim_limited.sql and takes a permit per job, and the limit never holds a job back",
+        ),
+        Peer(
+            "akadze_keyed",
+            "akadze, concurrency 1 per key, 100 keys",
+            "adapter_akadze.py",
+            None,
+            options={"flow": "keyed"},
+            note="as akadze, with limit=Limit(concurrency=1, key='k') and k = i % 100: at most one job "
+            "per key runs at a time, so at most 100 at once (more than the 50 slots of drain_c50)",
+        ),
+        Peer(
             "raw",
             "raw asyncpg, k=50",
             "adapter_raw.py",

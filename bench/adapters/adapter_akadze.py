@@ -9,6 +9,9 @@ asks for it); ``await app.migrate()`` installs the schema;
 With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every process (the SDK's
 TracerProvider, a BatchSpanProcessor and an exporter that drops what it gets: the cost of the
 spans, not of a network), and in the worker the Prometheus endpoint, scraped once a second.
+
+With ``flow`` (issue 14): ``unique`` declares the task with ``Unique(args=["i"])``, ``limit`` with a limit
+that never binds, ``keyed`` with concurrency 1 per value of ``k`` (job i has k = i % 100).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from akadze import Akadze
 from akadze.worker import Worker
 
 _recorder: Recorder | None = None
+#: the keyed configuration (akadze_keyed): job i has k = i % KEYS
+KEYS = 100
 
 
 def _observe(req: dict[str, Any]) -> None:
@@ -60,9 +65,17 @@ def _scrape_every_second(port: int, stop: threading.Event) -> None:
 def _app(req: dict[str, Any]) -> tuple[Akadze, Any]:
     _observe(req)
     app = Akadze(database_url=req["dsn"], prepared_statements=bool(req.get("prepared_statements")))
+    flow = req.get("flow")
+    options: dict[str, Any] = {}
+    if flow == "unique":
+        options["unique"] = akadze.Unique(args=["i"])
+    elif flow == "limit":
+        options["limit"] = akadze.Limit(concurrency=1_000_000)
+    elif flow == "keyed":
+        options["limit"] = akadze.Limit(concurrency=1, key="k")
 
-    @app.task("bench.noop", queue="default")
-    async def noop(i: int, t: float | None = None) -> None:
+    @app.task("bench.noop", queue="default", **options)
+    async def noop(i: int, t: float | None = None, k: int | None = None) -> None:
         assert _recorder is not None
         _recorder.job({"i": i, "t": t})
 
@@ -94,6 +107,8 @@ async def unfinished(req: dict[str, Any]) -> dict[str, Any]:
 async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
     app, noop = _app(req)
     try:
+        if req.get("flow") == "keyed":
+            return await timed_single(lambda i: noop.enqueue(i=i, k=i % KEYS), req["jobs"])
         return await timed_single(lambda i: noop.enqueue(i=i), req["jobs"])
     finally:
         await app.dispose()
@@ -102,6 +117,12 @@ async def enqueue_single(req: dict[str, Any]) -> dict[str, Any]:
 async def enqueue_batch(req: dict[str, Any]) -> dict[str, Any]:
     app, noop = _app(req)
     try:
+        if req.get("flow") == "keyed":
+            return await timed_batches(
+                lambda ids: noop.enqueue_many([{"i": i, "k": i % KEYS} for i in ids]),
+                req["jobs"],
+                req["batch"],
+            )
         return await timed_batches(
             lambda ids: noop.enqueue_many([{"i": i} for i in ids]), req["jobs"], req["batch"]
         )
