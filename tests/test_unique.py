@@ -4,7 +4,6 @@ for racing producers, batches, caller transactions, retries and requeues."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
@@ -354,27 +353,6 @@ async def execute_cancel(conn: Any, job_id: int) -> None:
     from akadze import request_cancel
 
     assert await request_cancel(conn, job_id)
-
-
-async def test_unique_enqueue_is_not_much_slower_than_plain(make_app: Callable[..., Akadze]) -> None:
-    """A smoke check of the cost (the figure is bench/'s): one statement, one round trip."""
-    app = make_app()
-
-    @app.task("plain")
-    async def plain(n: int) -> None: ...
-
-    @app.task("unique", unique=Unique())
-    async def unique(n: int) -> None: ...
-
-    async def rate(task: Any) -> float:
-        started = time.perf_counter()
-        for n in range(200):
-            await task.enqueue(n=n)
-        return 200 / (time.perf_counter() - started)
-
-    await rate(plain)
-    await rate(unique)
-    assert await rate(unique) > 0.5 * await rate(plain)
 
 
 async def test_a_duplicate_never_runs_the_enqueue_hook(make_app: Callable[..., Akadze]) -> None:
