@@ -435,3 +435,32 @@ def test_codegen_diff_calls_a_changed_unique_breaking() -> None:
     assert diff(before, before) == []
     [added] = diff(manifest(None), before)
     assert added.verdict == "breaking"
+
+
+def test_jobs_requeue_names_the_job_holding_the_key_and_exits_1(database_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from akadze.cli import app as cli
+
+    async def failed_and_newer() -> tuple[int, int]:
+        app = Akadze(database_url=database_url)
+
+        @app.task("doomed", unique=Unique(), max_attempts=1)
+        async def doomed(account: int) -> None:
+            raise Fail("no")
+
+        try:
+            old = await doomed.enqueue(account=1)
+            await drain(app)
+            newer = await doomed.enqueue(account=1)
+        finally:
+            await app.dispose()
+        return old.id, newer.id
+
+    old, newer = asyncio.run(failed_and_newer())
+    result = CliRunner().invoke(
+        cli, ["jobs", "requeue", str(old)], env={"AKADZE_DATABASE_URL": database_url, "AKADZE_APP": ""}
+    )
+    assert result.exit_code == 1, result.output
+    assert f"job {old} was not requeued: job {newer} holds its unique key" in result.stderr
+    assert result.stderr.count("\n") == 1

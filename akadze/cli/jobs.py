@@ -229,16 +229,21 @@ def requeue(
     app_option: AppOption = None,
     database_url: UrlOption = None,
 ) -> None:
-    """Put a failed job back in the queue; exit 1 when it is not failed."""
+    """Put a failed job back in the queue; exit 1 when it is not failed, or when a newer job
+    holds its unique key (akadze.Unique)."""
     from akadze.control import requeue as requeue_job
     from akadze.db.queries import Queries
+    from akadze.errors import UniqueConflictError
 
     refuse_extra(extra, "jobs requeue ID")
     wanted = job_id(job)
     application = database(None, app_option, database_url)
 
     async def act(conn: AsyncConnection) -> tuple[Job | None, JobState | None]:
-        requeued = await requeue_job(conn, wanted, app=_hooks(application))
+        try:
+            requeued = await requeue_job(conn, wanted, app=_hooks(application))
+        except UniqueConflictError as exc:
+            fail(1, str(exc))  # did not apply: a newer job holds its unique key
         if requeued is not None:
             return requeued, None
         found = await Queries.get_job(conn, wanted)
