@@ -36,9 +36,10 @@ class Guard:
     string is not a number, a bool not an int), enum and literal values, requiredness of Struct
     fields, ``msgspec.Meta`` constraints. Where msgspec cannot decode a mirrored type as it is,
     the guard checks an equivalent or looser one (:func:`_loosen`): a ``Literal`` of enum
-    members becomes a literal of their values, a union of Structs told apart by a literal
-    field (a pydantic discriminated union) a msgspec tagged union, and what is left a looser
-    type, down to ``Any``. The worker's validation has the last word.
+    members becomes a literal of their values, a union marked :class:`Discriminator` (a
+    pydantic discriminated union) a msgspec tagged union, a Decimal, a value with
+    :class:`Constraints` or an IP string a checked stand-in (akadze.guard_values), and what is
+    left a looser type, down to ``Any``. The worker's validation has the last word.
     """
 
     __slots__ = ("_args_type", "_decoder", "_task")
@@ -129,8 +130,9 @@ def _decodable(tp: Any) -> bool:
 def _loosen(tp: Any, busy: set[Any]) -> Any:
     """``tp`` if msgspec decodes it, else a type msgspec decodes that accepts what ``tp``
     accepts on the wire: a literal of enum members becomes a literal of their values; a union
-    of Structs told apart by a literal field becomes a tagged union (the one narrowing: an
-    object given for it must carry that field, as a mirror Struct always does); another union
+    marked :class:`Discriminator` becomes a tagged union on its field; a Decimal, a value with
+    :class:`Constraints` or an IP string becomes a checked stand-in, even where msgspec would
+    decode the type as it is (a float for a Decimal, a bound it cannot express); another union
     msgspec cannot tell apart merges its objects into one ``dict[str, Any]`` and its arrays
     into one ``list[Any]``; a class holding such a part is rebuilt around it; what is left
     becomes ``Any``. ``busy`` holds the classes being rebuilt (recursion)."""
