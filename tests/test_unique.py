@@ -464,3 +464,23 @@ def test_jobs_requeue_names_the_job_holding_the_key_and_exits_1(database_url: st
     assert result.exit_code == 1, result.output
     assert f"job {old} was not requeued: job {newer} holds its unique key" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+async def test_a_periodic_task_with_unique_does_not_pile_up_behind_itself(
+    make_app: Callable[..., Akadze], database_url: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from akadze.worker.scheduler import backfill
+
+    app = make_app()
+
+    @app.periodic("tick", every=timedelta(minutes=1), unique=Unique())
+    async def tick() -> None: ...
+
+    jobs = await backfill(app, "tick", since=datetime.now(UTC) - timedelta(minutes=5))
+    assert len(jobs) == 5  # five fire times, recorded
+    assert len({job.id for job in jobs}) == 1  # one job: the later fires found it still queued
+    assert [job.duplicate for job in jobs] == [False, True, True, True, True]
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs") == 1
+    assert await fetchval(database_url, "SELECT count(DISTINCT job_id) FROM akadze_schedule_runs") == 1
