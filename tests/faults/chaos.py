@@ -71,7 +71,7 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
         lambda env, d, seed: herd.retry_herd(env, task="fault.flaky.yielding", jobs=2000),
         False,
     ),
-    "gil": (lambda env, d, seed: gil.gil_holders(env, holders=6, normal=1000), False),
+    "gil": (lambda env, d, seed: gil.gil_holders(env, holders=4, normal=1000), False),
     "pool": (lambda env, d, seed: scenarios.small_pool(env, jobs=2000, slots=64, pool_size=1), False),
     "canary": (lambda env, d, seed: scenarios.canary_logs(env), False),
 }
