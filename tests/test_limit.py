@@ -352,3 +352,28 @@ async def test_a_direct_claim_connection_plans_the_limited_claim_once(app: Akadz
         assert await conn.fetchval("SHOW jit") == "off"
     finally:
         await conn.close()
+
+
+async def test_the_pruner_deletes_free_permits_unused_for_retention_and_keeps_the_rest(
+    app: Akadze, database_url: str
+) -> None:
+    from akadze.worker.pruner import prune
+
+    @app.task("t", limit=Limit(concurrency=1, key="k"))
+    async def t(k: int) -> None: ...
+
+    await t.enqueue_many([{"k": k} for k in range(3)])
+    limits = {"t": Limit(concurrency=1, key="k")}
+    claimed = await claim(database_url, limits)
+    assert len(claimed) == 3
+    # two of them ended long ago; the third still runs
+    ended = [job.id for job in claimed if job.args["k"] != 2]
+    await execute(
+        database_url,
+        f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id IN ({', '.join(map(str, ended))})",
+        "UPDATE akadze_limit_slots SET taken_at = now() - interval '30 days'",
+    )
+    pruned = await prune(app.engine, timedelta(days=7))
+    assert pruned.permits == 2
+    left = await fetch(database_url, "SELECT grp FROM akadze_limit_slots")
+    assert [r["grp"] for r in left] == ['c["t", 2]']

@@ -423,6 +423,16 @@ class Queries:
         rows = await _fetch(conn, statement("prune_schedule_runs"), params)
         return int(rows[0]["deleted"]) if rows[0]["locked"] else None
 
+    @staticmethod
+    async def prune_limit_slots(
+        conn: Connection, *, retention_s: float, limit: int, lock_key: int
+    ) -> int | None:
+        """Free limit permits unused for retention, deleted in one batch; None when another
+        pruner holds the lock."""
+        params = {"retention_s": retention_s, "limit": limit, "lock_key": lock_key}
+        rows = await _fetch(conn, statement("prune_limit_slots"), params)
+        return int(rows[0]["deleted"]) if rows[0]["locked"] else None
+
     # -- operating queues (pause) and the operator's views (dashboard, `queues list`) -------------
 
     @staticmethod

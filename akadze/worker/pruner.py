@@ -1,5 +1,5 @@
-"""Deletes what retention no longer keeps: finished jobs and schedule runs older than
-``app.retention``, in small batches, by one worker at a time.
+"""Deletes what retention no longer keeps: finished jobs, schedule runs and free limit permits
+older than ``app.retention``, in small batches, by one worker at a time.
 
 Each batch is one statement and its own short transaction. It takes a transaction-scoped
 advisory lock with a try (no session state, so it passes PgBouncer in transaction mode, and
@@ -50,6 +50,8 @@ class Pruned:
     schedule_runs: int
     yielded: bool
     seconds: float
+    #: free limit permits unused for retention (akadze.Limit with key=)
+    permits: int = 0
 
 
 async def prune(
@@ -65,13 +67,13 @@ async def prune(
     retention_s = retention.total_seconds()
     counts: list[int] = []
     yielded = False
-    for batch in (Queries.prune_jobs, Queries.prune_schedule_runs):
+    for batch in (Queries.prune_jobs, Queries.prune_schedule_runs, Queries.prune_limit_slots):
         deleted, yielded = await _drain(engine, batch, retention_s, batch_size, batch_pause_s)
         counts.append(deleted)
         if yielded:
             break
-    counts += [0] * (2 - len(counts))
-    return Pruned(counts[0], counts[1], yielded, time.monotonic() - started)
+    counts += [0] * (3 - len(counts))
+    return Pruned(counts[0], counts[1], yielded, time.monotonic() - started, counts[2])
 
 
 def pruner_service(
