@@ -8,8 +8,11 @@ The log lines name the action, the job id or queue and the count: never an argum
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -28,6 +31,9 @@ from akadze.web.pages import (
 )
 from akadze.web.render import query, render, segment
 from akadze.web.security import CSRF_FIELD, csrf_refusal
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
 
 logger = logging.getLogger("akadze.web")
 
@@ -78,58 +84,57 @@ async def _not_applied(request: Request, job_id: int, what: str) -> Response:
     )
 
 
-async def cancel(request: Request) -> Response:
+#: one job's action: act on the job in the open transaction; True when something changed
+JobAction = Callable[[AsyncConnection, int, "Akadze"], Awaitable[bool]]
+
+
+async def _job_action(
+    request: Request, action: str, not_applied: str, act: JobAction, *, refusable: bool = False
+) -> Response:
+    """The one way a job's action runs: the form checks, ``act`` in one transaction, the log
+    line, then the job's page, or 409 saying why nothing changed (``not_applied`` and the job's
+    state; with ``refusable``, the library's own refusal, an AkadzeError, by its message)."""
     job_id: int = request.path_params["job_id"]
     try:
         await _checked_form(request)
     except Refused as exc:
         return _refused(request, exc)
-    app = settings(request).app
     if job_id > MAX_JOB_ID:
-        return await _not_applied(request, job_id, "only a queued or running job can be cancelled")
-    async with app.engine.begin() as conn:
-        changed = await request_cancel(conn, job_id, app=app)
-    logger.info("dashboard: cancel job_id=%d changed=%s", job_id, changed)
+        return await _not_applied(request, job_id, not_applied)
+    app = settings(request).app
+    try:
+        async with app.engine.begin() as conn:
+            changed = await act(conn, job_id, app)
+    except AkadzeError as exc:
+        if not refusable:
+            raise
+        logger.info("dashboard: %s job_id=%d refused (%s)", action, job_id, type(exc).__name__)
+        return render(request, "message.html", status_code=409, title="Nothing changed", message=str(exc))
+    logger.info("dashboard: %s job_id=%d changed=%s", action, job_id, changed)
     if not changed:
-        return await _not_applied(request, job_id, "only a queued or running job can be cancelled")
-    return _redirect(request, f"/jobs/{job_id}?done=cancel")
+        return await _not_applied(request, job_id, not_applied)
+    return _redirect(request, f"/jobs/{job_id}?done={action}")
+
+
+async def cancel(request: Request) -> Response:
+    async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
+        return await request_cancel(conn, job_id, app=app)
+
+    return await _job_action(request, "cancel", "only a queued or running job can be cancelled", act)
 
 
 async def requeue(request: Request) -> Response:
-    job_id: int = request.path_params["job_id"]
-    try:
-        await _checked_form(request)
-    except Refused as exc:
-        return _refused(request, exc)
-    app = settings(request).app
-    if job_id > MAX_JOB_ID:
-        return await _not_applied(request, job_id, "only a failed job can be requeued")
-    try:
-        async with app.engine.begin() as conn:
-            requeued = await requeue_job(conn, job_id, app=app)
-    except AkadzeError as exc:
-        logger.info("dashboard: requeue job_id=%d refused (%s)", job_id, type(exc).__name__)
-        return render(request, "message.html", status_code=409, title="Nothing changed", message=str(exc))
-    logger.info("dashboard: requeue job_id=%d changed=%s", job_id, requeued is not None)
-    if requeued is None:
-        return await _not_applied(request, job_id, "only a failed job can be requeued")
-    return _redirect(request, f"/jobs/{job_id}?done=requeue")
+    async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
+        return await requeue_job(conn, job_id, app=app) is not None
+
+    return await _job_action(request, "requeue", "only a failed job can be requeued", act, refusable=True)
 
 
 async def run_now(request: Request) -> Response:
-    job_id: int = request.path_params["job_id"]
-    try:
-        await _checked_form(request)
-    except Refused as exc:
-        return _refused(request, exc)
-    if job_id > MAX_JOB_ID:
-        return await _not_applied(request, job_id, "only a queued job waiting for its run_at can run now")
-    async with settings(request).app.engine.begin() as conn:
-        changed = await Queries.run_now(conn, job_id)
-    logger.info("dashboard: run-now job_id=%d changed=%s", job_id, changed)
-    if not changed:
-        return await _not_applied(request, job_id, "only a queued job waiting for its run_at can run now")
-    return _redirect(request, f"/jobs/{job_id}?done=run-now")
+    async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
+        return await Queries.run_now(conn, job_id)
+
+    return await _job_action(request, "run-now", "only a queued job waiting for its run_at can run now", act)
 
 
 async def pause(request: Request) -> Response:
