@@ -227,3 +227,24 @@ def print_json(value: Any) -> None:
     import msgspec
 
     typer.echo(msgspec.json.encode(value).decode())
+
+
+def print_listing(
+    output: Output,
+    found: Sequence[T],
+    header: Sequence[str],
+    row: Callable[[T], Sequence[str]],
+    *,
+    document: Callable[[T], Any] | None = None,
+    empty: str | None = None,
+) -> None:
+    """A listing as ``--output`` asks: one JSON array (of ``document(item)``, or the items as
+    they are), else the table, one ``row(item)`` a line (``empty`` instead when nothing was found
+    and it is given; else the header alone)."""
+    if output is Output.JSON:
+        print_json([document(item) for item in found] if document is not None else found)
+        return
+    if not found and empty is not None:
+        typer.echo(empty)
+        return
+    print_table(header, [row(item) for item in found])

@@ -21,7 +21,7 @@ from akadze.cli.common import (
     handled,
     job_id,
     print_json,
-    print_table,
+    print_listing,
     refuse_extra,
     when,
     with_conn,
@@ -54,12 +54,11 @@ def list_jobs(
         application,
         lambda conn: Queries.list_jobs(conn, state=state, task=task, queue=queue, limit=limit),
     )
-    if output is Output.JSON:
-        print_json([job_document(j, args=False) for j in found])
-        return
-    header = ("ID", "TASK", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "FINISHED AT")
-    rows = [
-        (
+    print_listing(
+        output,
+        found,
+        ("ID", "TASK", "QUEUE", "STATE", "ATTEMPT", "RUN AT", "FINISHED AT"),
+        lambda j: (
             str(j.id),
             j.task,
             j.queue,
@@ -67,10 +66,9 @@ def list_jobs(
             f"{j.attempt}/{j.max_attempts}",
             when(j.run_at),
             when(j.finished_at),
-        )
-        for j in found
-    ]
-    print_table(header, rows)
+        ),
+        document=lambda j: job_document(j, args=False),
+    )
 
 
 @app.command("show")

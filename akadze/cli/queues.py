@@ -16,8 +16,7 @@ from akadze.cli.common import (
     UrlOption,
     database,
     handled,
-    print_json,
-    print_table,
+    print_listing,
     refuse_extra,
     with_conn,
 )
@@ -47,16 +46,11 @@ def list_queues(
     async def read(conn: AsyncConnection) -> list[QueueStats]:
         return await Queries.queue_stats(conn, names)
 
-    found = with_conn(application, read)
-    if output is Output.JSON:
-        print_json(found)
-        return
-    if not found:
-        typer.echo("no queues: no job, no live worker and no pause yet")
-        return
-    header = ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST READY", "WORKERS")
-    rows = [
-        (
+    print_listing(
+        output,
+        with_conn(application, read),
+        ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST READY", "WORKERS"),
+        lambda q: (
             q.name,
             "yes" if q.paused else "no",
             str(q.ready),
@@ -64,10 +58,9 @@ def list_queues(
             str(q.running),
             f"{q.oldest_ready_s:.1f}s" if q.oldest_ready_s is not None else "-",
             str(q.workers),
-        )
-        for q in found
-    ]
-    print_table(header, rows)
+        ),
+        empty="no queues: no job, no live worker and no pause yet",
+    )
 
 
 @app.command("pause")

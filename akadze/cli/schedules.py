@@ -15,7 +15,7 @@ from akadze.cli.common import (
     app_for,
     handled,
     print_json,
-    print_table,
+    print_listing,
     run,
 )
 from akadze.db.queries import Queries
@@ -40,34 +40,28 @@ def list_schedules(
         typer.echo("the app has no schedules")
         return
     now, last = run(_last_runs(application, [s.name for s in schedules]))
-    if output is Output.JSON:
-        # times in UTC; the table shows them in each schedule's zone
-        documents = [
-            {
-                "name": s.name,
-                "task": s.task.name,
-                "expression": s.expression,
-                "tz": s.tz,
-                "last_fire_at": last.get(s.name),
-                "next_fire_at": next_fire_after(s, now),
-            }
-            for s in schedules
-        ]
-        print_json(documents)
-        return
-    header = ("NAME", "TASK", "EXPRESSION", "ZONE", "LAST FIRE", "NEXT FIRE")
-    rows = [
-        (
+    # JSON times in UTC; the table shows them in each schedule's zone
+    print_listing(
+        output,
+        schedules,
+        ("NAME", "TASK", "EXPRESSION", "ZONE", "LAST FIRE", "NEXT FIRE"),
+        lambda s: (
             s.name,
             s.task.name,
             s.expression,
             s.tz,
             _local(s, last.get(s.name)),
             _local(s, next_fire_after(s, now)),
-        )
-        for s in schedules
-    ]
-    print_table(header, rows)
+        ),
+        document=lambda s: {
+            "name": s.name,
+            "task": s.task.name,
+            "expression": s.expression,
+            "tz": s.tz,
+            "last_fire_at": last.get(s.name),
+            "next_fire_at": next_fire_after(s, now),
+        },
+    )
 
 
 async def _last_runs(application: Akadze, names: list[str]) -> tuple[datetime, dict[str, datetime | None]]:

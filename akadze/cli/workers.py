@@ -15,8 +15,7 @@ from akadze.cli.common import (
     UrlOption,
     database,
     handled,
-    print_json,
-    print_table,
+    print_listing,
     when,
     with_conn,
 )
@@ -45,16 +44,11 @@ def list_workers(
     async def read(conn: AsyncConnection) -> list[LiveWorker]:
         return await Queries.live_workers(conn, max_ids=0)
 
-    found = with_conn(application, read)
-    if output is Output.JSON:
-        print_json([_document(w) for w in found])
-        return
-    if not found:
-        typer.echo("no live worker")
-        return
-    header = ("ID", "NAME", "QUEUES", "SLOTS", "STARTED", "HEARTBEAT", "RUNNING")
-    rows = [
-        (
+    print_listing(
+        output,
+        with_conn(application, read),
+        ("ID", "NAME", "QUEUES", "SLOTS", "STARTED", "HEARTBEAT", "RUNNING"),
+        lambda w: (
             w.id,
             w.name,
             ",".join(w.queues),
@@ -62,10 +56,10 @@ def list_workers(
             when(w.started_at),
             f"{when(w.heartbeat_at)} ({w.heartbeat_age_s:.0f}s ago)",
             str(w.running),
-        )
-        for w in found
-    ]
-    print_table(header, rows)
+        ),
+        document=_document,
+        empty="no live worker",
+    )
 
 
 def _document(worker: Any) -> dict[str, Any]:
