@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from akadze import Akadze, JobState
 from akadze.codec import encode_result
+from akadze.db.queries import Queries
 from akadze.errors import ArgsTooDeepError, ResultNotJson
 from akadze.stored import MAX_JSON_DEPTH, UnreadableArgs, decode_stored_args
 from akadze.testing import drain
@@ -109,3 +110,22 @@ def test_a_generated_client_refuses_deeper_arguments_too(levels: int) -> None:
     assert task._encode({"tree": nested(MAX_JSON_DEPTH - 1)})
     with pytest.raises(ArgsTooDeepError, match=f"'deep.remote'.*limit of {MAX_JSON_DEPTH} levels"):
         task._encode({"tree": nested(levels)})
+
+
+async def test_a_stored_row_that_cannot_be_decoded_is_still_read_and_listed(app: Akadze) -> None:
+    deep = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    async with app.engine.connect() as conn:
+        inserted = await conn.execute(
+            text(
+                "INSERT INTO akadze_jobs (task, queue, args, result) "
+                "VALUES ('foreign', 'q', CAST(:args AS jsonb), CAST(:args AS jsonb)) RETURNING id"
+            ),
+            {"args": deep},
+        )
+        job_id = inserted.scalar_one()
+        await conn.commit()
+        listed = await Queries.list_jobs(conn)
+    job = await app.get_job(job_id)
+    assert job is not None and isinstance(job.args, UnreadableArgs) and job.result is None
+    assert "deeper than the limit" in job.args.reason
+    assert [j.id for j in listed] == [job_id] and isinstance(listed[0].args, UnreadableArgs)

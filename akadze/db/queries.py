@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import Select, select
+from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.db.prepared import STALE, forget, prepared
@@ -115,6 +115,9 @@ class Orphan(msgspec.Struct, frozen=True):
     max_attempts: int
     run: int
     worker_id: str | None
+
+
+_JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
 def register_params(
@@ -279,7 +282,7 @@ class Queries:
     @staticmethod
     async def get_job(conn: Connection, job_id: int) -> Job | None:
         rows = await _fetch(conn, statement("get_job"), {"id": job_id})
-        return row_to_job(rows[0]) if rows else None
+        return row_to_job(rows[0], json_text=True) if rows else None
 
     @staticmethod
     async def mark_awaited(conn: Connection, job_id: int) -> None:
@@ -376,7 +379,9 @@ class Queries:
         queue: str | None = None,
         limit: int = 50,
     ) -> list[Job]:
-        query: Select[Any] = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
+        # the JSON columns as text, decoded per row: one undecodable row must not fail the list
+        columns = [cast(c, Text).label(c.name) if c.name in _JSON_COLUMNS else c for c in jobs.c]
+        query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
         if state is not None:
             query = query.where(jobs.c.state == state.value)
         if task is not None:
@@ -384,7 +389,7 @@ class Queries:
         if queue is not None:
             query = query.where(jobs.c.queue == queue)
         result = await conn.execute(query)
-        return [row_to_job(row) for row in result.mappings()]
+        return [row_to_job(row, json_text=True) for row in result.mappings()]
 
     @staticmethod
     async def last_schedule_runs(
