@@ -85,9 +85,7 @@ def show(
     from akadze.codec import encode_json
     from akadze.db.queries import Queries
 
-    refuse_extra(extra, "jobs show ID")
-    wanted = job_id(job)
-    application = database(None, app_option, database_url)
+    wanted, application = _one_job("show", job, extra, app_option, database_url)
     found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted))
     if found is None:
         fail(1, f"job {wanted} does not exist")
@@ -121,6 +119,16 @@ def show(
         typer.echo(f"  attempt {error.attempt} at {error.at}: {error.type}: {error.message}")
 
 
+def _one_job(
+    command: str, job: str, extra: str | None, app_option: str | None, database_url: str | None
+) -> tuple[int, Akadze]:
+    """How every command on one job starts: refuse a second positional, read the id (exit 2
+    when it is not one), then the database it works on."""
+    refuse_extra(extra, f"jobs {command} ID")
+    wanted = job_id(job)
+    return wanted, database(None, app_option, database_url)
+
+
 def job_document(job: Job, *, args: bool) -> dict[str, Any]:
     """A job as ``--output json`` prints it: Job's field names; ``args`` is null unless asked for."""
     import msgspec
@@ -144,9 +152,7 @@ def explain(
     paused, no live worker serving it, held by its limit and by which jobs (with --app, which
     knows the limits), unknown to the live workers, running where since when, finished with
     which last error. Exit 1 when the job does not exist."""
-    refuse_extra(extra, "jobs explain ID")
-    wanted = job_id(job)
-    application = database(None, app_option, database_url)
+    wanted, application = _one_job("explain", job, extra, app_option, database_url)
     found = with_conn(application, lambda conn: _explain(conn, wanted, application))
     if found is None:
         fail(1, f"job {wanted} does not exist")
@@ -198,9 +204,7 @@ def cancel(
     from akadze.control import request_cancel
     from akadze.db.queries import Queries
 
-    refuse_extra(extra, "jobs cancel ID")
-    wanted = job_id(job)
-    application = database(None, app_option, database_url)
+    wanted, application = _one_job("cancel", job, extra, app_option, database_url)
 
     async def act(conn: AsyncConnection) -> tuple[bool, Job | None]:
         changed = await request_cancel(conn, wanted, app=_hooks(application))
@@ -233,9 +237,7 @@ def requeue(
     from akadze.db.queries import Queries
     from akadze.errors import UniqueConflictError
 
-    refuse_extra(extra, "jobs requeue ID")
-    wanted = job_id(job)
-    application = database(None, app_option, database_url)
+    wanted, application = _one_job("requeue", job, extra, app_option, database_url)
 
     async def act(conn: AsyncConnection) -> tuple[Job | None, JobState | None]:
         try:
