@@ -217,7 +217,7 @@ async def test_akadze_worker_serves_metrics_on_the_port_it_is_given(database_url
                 return False
             return True
 
-        await wait_until(served, timeout=30, interval=0.2)
+        await wait_until(served, timeout=60, interval=0.2)  # a worker process starting on a loaded machine
         assert 'akadze_worker_slots{state="free"} 10.0' in found["text"]
         assert "akadze_queue_jobs" in found["text"]
     finally:
