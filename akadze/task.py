@@ -365,7 +365,8 @@ async def _insert_rows(
         jobs = [await Queries.enqueue(conn, new, payloads[0])]
     else:
         jobs = await Queries.enqueue_batch(conn, new, payloads)
-    for job in jobs:
-        if not job.duplicate:  # a duplicate inserted nothing
-            await call(hooks, conn, job)
+    if hooks:  # no coroutine per job when there is no hook
+        for job in jobs:
+            if not job.duplicate:  # a duplicate inserted nothing
+                await call(hooks, conn, job)
     return jobs

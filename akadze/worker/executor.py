@@ -129,7 +129,8 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     value: Any = None
     error: BaseException | None = None
     try:
-        await hooks.call(app.hooks.before_run, job)
+        if app.hooks.before_run:  # no coroutine per run when there is no hook
+            await hooks.call(app.hooks.before_run, job)
         timeout = task.options.timeout.total_seconds() if task.options.timeout else None
         if timeout is None:
             value = await _body(app, task, job, kwargs)
@@ -188,7 +189,8 @@ async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, A
         value = await task.fn(**kwargs)
     else:
         value = await _in_thread(task.fn, kwargs, f"akadze-job-{job.id}")
-    await hooks.call(app.hooks.after_run, job)
+    if app.hooks.after_run:
+        await hooks.call(app.hooks.after_run, job)
     return value
 
 
