@@ -209,6 +209,8 @@ class Worker:
             self.app.engine.url,
             registration,
             interval_s=self.heartbeat_interval_s,
+            # a burst run (testing.drain) is short: a thread, not a process to start each time
+            process=not burst,
         )
         self._heartbeat.start()
         background: list[asyncio.Task[None]] = [
