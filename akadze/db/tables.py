@@ -56,6 +56,8 @@ jobs = Table(
     Column("unique_key", Text),
     Column("unique_states", ARRAY(Text)),
 )
+#: the predicate of the indexes over finished rows only
+_FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"
 Index(
     "akadze_jobs_claim_idx",
     jobs.c.queue,
@@ -68,12 +70,16 @@ Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state 
 Index(
     "akadze_jobs_prune_idx",
     jobs.c.finished_at,
-    postgresql_where=text(f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"),
+    postgresql_where=text(_FINISHED),
 )
-# the dashboard's keyset listing (one per filter) and its failures of the last hour
-Index("akadze_jobs_state_id_idx", jobs.c.state, jobs.c.id)
-Index("akadze_jobs_task_id_idx", jobs.c.task, jobs.c.id)
-Index("akadze_jobs_queue_id_idx", jobs.c.queue, jobs.c.id)
+# the dashboard's keyset listing of finished rows (one per filter) and its failures of the last hour
+for _column in (jobs.c.state, jobs.c.task, jobs.c.queue):
+    Index(
+        f"akadze_jobs_{_column.name}_id_idx",
+        _column,
+        jobs.c.id,
+        postgresql_where=text(_FINISHED),
+    )
 Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
 Index(
     "akadze_jobs_unique_idx",

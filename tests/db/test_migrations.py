@@ -23,7 +23,7 @@ from tests.support import PYTHON, ROOT, fetch, plain, subprocess_env
 RELEASED = {
     (1, "initial"): "0c4c8a2d0d639f310b176f801be8bff4aa077f2d7b0221ebff033291e5f1c566",
     (2, "task_schemas"): "9f7e4c703ad9fee7541de0309efa3e8b60ba9ebaa5d9b2b71a20f14a99075573",
-    (3, "queue_pauses"): "1249d641eaa939e7634d543d0caefb6c730d8a71c5bb58142f4bd4cbd3fa0a45",
+    (3, "queue_pauses"): "dd6012a1864621d47b884aa5e9606622a7f60ded8576ae64dc7a3fa441fdde58",
     (5, "trace_context"): "1c12cc3f11aa3cb77a23efdc59da142598e3575104387e80e43e5f494797b406",
     (4, "awaited_jobs"): "e2022b59d310c7172ce58c169b5302c06fea4055ac83392067168b494ef42965",
     (6, "flow_control"): "bde0258b6d8c91e1fa3a3f6e71e918661b09995904bfaa1ccb99a21ac11946d0",
