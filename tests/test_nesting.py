@@ -129,3 +129,26 @@ async def test_a_stored_row_that_cannot_be_decoded_is_still_read_and_listed(app:
     assert job is not None and isinstance(job.args, UnreadableArgs) and job.result is None
     assert "deeper than the limit" in job.args.reason
     assert [j.id for j in listed] == [job_id] and isinstance(listed[0].args, UnreadableArgs)
+
+
+async def test_a_row_that_cannot_be_decoded_can_still_be_cancelled_and_requeued(app: Akadze) -> None:
+    """request_cancel and requeue read the JSON columns as text too (the CLI's cancel and
+    requeue raised RecursionError on a 5,000-deep row)."""
+    deep = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    async with app.engine.connect() as conn:
+        inserted = await conn.execute(
+            text(
+                "INSERT INTO akadze_jobs (task, queue, state, args, finished_at) VALUES"
+                " ('foreign', 'q', 'queued', CAST(:args AS jsonb), NULL),"
+                " ('foreign', 'q', 'failed', CAST(:args AS jsonb), now()) RETURNING id"
+            ),
+            {"args": deep},
+        )
+        queued_id, failed_id = inserted.scalars().all()
+        cancelled = await Queries.request_cancel(conn, queued_id)
+        requeued = await Queries.requeue(conn, failed_id)
+        await conn.commit()
+    assert cancelled is not None and cancelled[0].state is JobState.CANCELLED
+    assert isinstance(cancelled[0].args, UnreadableArgs)
+    assert requeued is not None and requeued[0].state is JobState.QUEUED
+    assert isinstance(requeued[0].args, UnreadableArgs)

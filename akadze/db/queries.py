@@ -298,14 +298,14 @@ class Queries:
     @staticmethod
     async def request_cancel(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
         rows = await _fetch(conn, statement("request_cancel"), {"id": job_id})
-        return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None
+        return (row_to_job(rows[0], json_text=True), JobState(rows[0]["from_state"])) if rows else None
 
     @staticmethod
     async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
         rows = await _fetch(conn, statement("requeue"), {"id": job_id})
         if rows and rows[0]["held_by"] is not None:
             raise UniqueConflictError(job_id, rows[0]["held_by"])
-        return (row_to_job(rows[0]), JobState(rows[0]["from_state"])) if rows else None
+        return (row_to_job(rows[0], json_text=True), JobState(rows[0]["from_state"])) if rows else None
 
     @staticmethod
     async def register_worker(
