@@ -44,6 +44,8 @@ _DSN_PARAMS = frozenset(
 _STARTUP_PARAMS = frozenset({"application_name", "options"})
 
 LIBPQ_PARAMS = _DSN_PARAMS | _STARTUP_PARAMS | {"connect_timeout"}
+#: where the server is, when the URL's query says it (SQLAlchemy passes these to asyncpg itself)
+_SERVER_PARAMS = frozenset({"host", "port"})
 
 
 def check_url(url: URL) -> URL:
@@ -99,5 +101,10 @@ def with_libpq_params(engine: AsyncEngine) -> AsyncEngine:
 def asyncpg_dsn(url: URL) -> str:
     """A DSN that ``asyncpg.connect()`` reads alone: the URL's server, credentials, database
     and libpq parameters (for a process that does not load SQLAlchemy). Holds the password."""
-    keep = {key: value for key, value in libpq_query(url).items() if key != "connect_timeout"}
+    keep: dict[str, str | tuple[str, ...]] = {
+        key: value for key, value in libpq_query(url).items() if key != "connect_timeout"
+    }
+    # a unix socket directory (the embedded server's ``?host=/tmp/...``) or hosts and ports
+    # given in the query, which asyncpg's DSN reads as libpq does
+    keep.update({key: value for key, value in url.query.items() if key in _SERVER_PARAMS})
     return url.set(drivername="postgresql", query=keep).render_as_string(hide_password=False)
