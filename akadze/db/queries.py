@@ -281,8 +281,8 @@ class Queries:
 
     @staticmethod
     async def get_job(conn: Connection, job_id: int) -> Job | None:
-        rows = await _fetch(conn, statement("get_job"), {"id": job_id})
-        return row_to_job(rows[0], json_text=True) if rows else None
+        found = await Queries.get_jobs(conn, [job_id])
+        return found[0] if found else None
 
     @staticmethod
     async def mark_awaited(conn: Connection, job_id: int) -> None:

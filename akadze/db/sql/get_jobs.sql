@@ -1,4 +1,5 @@
--- get_jobs: whole rows of the given jobs, in id order (for on_transition hooks after a write).
+-- get_jobs: whole rows of the given jobs, in id order (for on_transition hooks after a write,
+-- and get_job's one).
 -- The JSON columns come back as text, decoded per row: one undecodable row must not fail a
 -- rescue or a completion batch.
 SELECT
@@ -20,7 +21,8 @@ SELECT
     args_fp,
     created_at,
     started_at,
-    finished_at
+    finished_at,
+    trace_context
 FROM akadze_jobs
 WHERE id = ANY(CAST(:ids AS bigint[]))
 ORDER BY id
