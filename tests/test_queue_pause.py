@@ -198,8 +198,14 @@ async def test_resume_wakes_a_listening_worker_at_once(app: Akadze, database_url
         assert ran == []
         await app.resume_queue("sleepy")
         await asyncio.wait_for(done.wait(), 5)
-        job_state = await fetchval(database_url, "SELECT state FROM akadze_jobs WHERE queue = 'sleepy'")
-        assert job_state == JobState.SUCCEEDED.value
+        # the body has returned; its outcome is written by the completer's next batch
+        await wait_until(
+            lambda: fetchval(
+                database_url,
+                f"SELECT state = '{JobState.SUCCEEDED.value}' FROM akadze_jobs WHERE queue = 'sleepy'",
+            ),
+            timeout=5,
+        )
     finally:
         worker.stop()
         await asyncio.wait_for(serving, 10)
