@@ -64,6 +64,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="bench akadze/ as committed at this git ref (e.g. HEAD) instead of the working tree",
     )
     ap.add_argument(
+        "--base-ref",
+        default=None,
+        help="the akadze_base peer runs akadze/ as committed at this git ref: two versions side by side",
+    )
+    ap.add_argument(
         "--from-json",
         type=Path,
         default=None,
@@ -107,6 +112,7 @@ async def prepare_peers(
                 BENCH_DIR / "logs" / f"{name}.info.log",
                 with_repo=peer.venv is None,
                 timeout=120,
+                base=peer.base,
             )
             info.pop("event", None)
             pythons[name], infos[name] = python, info
@@ -159,6 +165,12 @@ async def main_async(args: argparse.Namespace) -> int:
             f"akadze frozen for this run from commit {akadze_src['commit']}"
             f" (local changes in akadze/: {akadze_src['dirty']})"
         )
+    if "akadze_base" in names:
+        if not args.base_ref:
+            sys.exit("the akadze_base peer needs --base-ref REF (the commit it runs)")
+        base_src = snapshot_akadze(snapshot_dir / "base", args.base_ref, base=True)
+        akadze_src["base_commit"] = base_src["commit"]
+        log(f"akadze_base frozen for this run from commit {base_src['commit']}")
     pythons, infos, skipped = await prepare_peers(names, args.peer_python)
     active: list[Peer] = [PEERS[n] for n in names if n in pythons]
     cfg = Config(args.dsn, args.jobs, args.batch, args.latency_jobs, args.latency_rate, log_dir)

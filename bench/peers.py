@@ -23,6 +23,8 @@ class Peer:
     options: dict[str, Any] = field(default_factory=dict)
     min_python: tuple[int, int] = (3, 11)
     note: str = ""
+    #: runs akadze/ as committed at --base-ref instead of the run's akadze
+    base: bool = False
 
     @property
     def script(self) -> Path:
@@ -42,6 +44,15 @@ PEERS: dict[str, Peer] = {
             "adapter_akadze.py",
             None,
             note="runs with the interpreter that runs `python -m bench` (the repo's .venv)",
+        ),
+        Peer(
+            "akadze_base",
+            "akadze at --base-ref",
+            "adapter_akadze.py",
+            None,
+            base=True,
+            note="as akadze, but the akadze/ of the commit given by --base-ref: an earlier version "
+            "measured in the same run, for regressions",
         ),
         Peer(
             "akadze_ps",

@@ -22,6 +22,8 @@ class AdapterError(RuntimeError):
 
 #: where the akadze adapter imports akadze from; set once per run by snapshot_akadze
 AKADZE_PATH: list[Path] = []
+#: where the akadze_base peer imports akadze from: the frozen copy of --base-ref
+BASE_PATH: list[Path] = []
 
 
 def _git(*args: str) -> str:
@@ -33,7 +35,7 @@ def _git(*args: str) -> str:
         return ""
 
 
-def snapshot_akadze(dest: Path, ref: str | None = None) -> dict[str, str]:
+def snapshot_akadze(dest: Path, ref: str | None = None, *, base: bool = False) -> dict[str, str]:
     """Copy akadze/ so that every step of a run measures the same code even while the checkout
     changes under it: the working tree as it is now, or with ``ref`` that commit's tree.
     Returns the commit and whether the copied code differs from it."""
@@ -54,7 +56,7 @@ def snapshot_akadze(dest: Path, ref: str | None = None) -> dict[str, str]:
     else:
         shutil.copytree(REPO_DIR / "akadze", dest / "akadze", ignore=shutil.ignore_patterns("__pycache__"))
         dirty = "yes" if _git("status", "--porcelain", "--", "akadze") else "no"
-    AKADZE_PATH[:] = [dest]
+    (BASE_PATH if base else AKADZE_PATH)[:] = [dest]
     return {"commit": _git("rev-parse", "--short", ref or "HEAD"), "dirty": dirty}
 
 
@@ -66,12 +68,19 @@ class AdapterProc:
 
     @classmethod
     async def start(
-        cls, python: str, script: Path, request: dict[str, Any], log: Path, with_repo: bool
+        cls,
+        python: str,
+        script: Path,
+        request: dict[str, Any],
+        log: Path,
+        with_repo: bool,
+        base: bool = False,
     ) -> AdapterProc:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         if with_repo:  # akadze: the run's frozen copy (see snapshot_akadze), else the checkout
-            env["PYTHONPATH"] = str(AKADZE_PATH[0] if AKADZE_PATH else REPO_DIR)
+            frozen = BASE_PATH if base else AKADZE_PATH
+            env["PYTHONPATH"] = str(frozen[0] if frozen else REPO_DIR)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as err:
             err.write(f"\n=== {request['cmd']} {json.dumps(request)}\n".encode())
@@ -137,9 +146,10 @@ async def call(
     log: Path,
     with_repo: bool,
     timeout: float,
+    base: bool = False,
 ) -> dict[str, Any]:
     """Run one adapter command to its result."""
-    p = await AdapterProc.start(python, script, request, log, with_repo)
+    p = await AdapterProc.start(python, script, request, log, with_repo, base)
     try:
         result = await p.until("result", timeout)
         await p.finish()

@@ -48,6 +48,7 @@ class Runner:
             log,
             with_repo=peer.venv is None,
             timeout=timeout,
+            base=peer.base,
         )
 
     async def _start(self, peer: Peer, log: Path, cmd: str, **extra: Any) -> AdapterProc:
@@ -57,6 +58,7 @@ class Runner:
             self._req(peer, cmd, **extra),
             log,
             with_repo=peer.venv is None,
+            base=peer.base,
         )
 
     async def _fresh(self, peer: Peer, log: Path) -> None:
