@@ -1,0 +1,40 @@
+"""Every statement akadze runs, one method per .sql file; rows become Jobs here.
+
+``Queries`` is stateless, one async static method per statement, composed from one class per
+area so that each module reads in one sitting:
+
+- connection.py: how a statement runs on a SQLAlchemy or a raw asyncpg connection
+- enqueue.py: the enqueue statements (``NewJobs``)
+- runs.py: the worker's hot path: claim, complete_batch, set_result, find_claimed
+- workers.py: workers' rows, heartbeat, orphans (``Orphan``, ``LiveTask``, ``beat_statements``)
+- jobs.py: reading, listing, cancelling, requeueing jobs
+- schedules.py: schedules' fire times and the pruner's batches
+- queues.py: pause, resume and the queue views
+
+A new statement goes to the class of its area (tests/db/test_sql_files.py reads them all).
+"""
+
+from __future__ import annotations
+
+from akadze.db.queries.connection import Connection
+from akadze.db.queries.enqueue import EnqueueQueries, NewJobs
+from akadze.db.queries.jobs import JobQueries
+from akadze.db.queries.queues import QueueQueries
+from akadze.db.queries.runs import RunQueries
+from akadze.db.queries.schedules import PruneQueries, ScheduleQueries
+from akadze.db.queries.workers import LiveTask, Orphan, WorkerQueries, beat_statements
+
+__all__ = [
+    "Connection",
+    "LiveTask",
+    "NewJobs",
+    "Orphan",
+    "Queries",
+    "beat_statements",
+]
+
+
+class Queries(
+    EnqueueQueries, RunQueries, WorkerQueries, JobQueries, ScheduleQueries, PruneQueries, QueueQueries
+):
+    """Stateless: one async method per statement (the module docstring lists the areas)."""

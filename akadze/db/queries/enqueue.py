@@ -1,0 +1,129 @@
+"""The enqueue statements: one job or a batch, with or without a unique key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from akadze.db.queries.connection import Connection, fetch
+from akadze.db.sql import Statement, statement
+from akadze.flow import Unique
+from akadze.job import Job, JobState
+from akadze.stored import row_to_job
+
+
+class NewJobs(msgspec.Struct, frozen=True):
+    """What enqueue writes besides the arguments: the task's options after using(...)."""
+
+    task: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args_fp: str | None
+    run_at: datetime | None
+    delay_s: float
+    expires_at: datetime | None
+    #: the enqueuing span's W3C trace context (akadze.tracing); None when tracing is off
+    trace_context: str | None = None
+    #: the task's Unique: enqueue goes through enqueue_unique(_batch)
+    unique: Unique | None = None
+
+
+class EnqueueQueries:
+    @staticmethod
+    async def enqueue(conn: Connection, new: NewJobs, args: str) -> Job:
+        if new.run_at is None and new.delay_s == 0:
+            return await EnqueueQueries.enqueue_now(conn, new, args)
+        rows = await fetch(conn, statement("enqueue"), _new_params(new, args))
+        return _new_job(new, rows[0], args)
+
+    @staticmethod
+    async def enqueue_now(conn: Connection, new: NewJobs, args: str) -> Job:
+        """enqueue for a job ready at once (no delay, no run_at): a simpler, faster statement."""
+        stmt = statement("enqueue_now")
+        every = _new_params(new, args)
+        rows = await fetch(conn, stmt, {name: every[name] for name in stmt.params})
+        return _new_job(new, rows[0], args)
+
+    @staticmethod
+    async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
+        rows = await fetch(conn, statement("enqueue_batch"), _new_params(new, list(args)))
+        return [_new_job(new, row, payload) for row, payload in zip(rows, args, strict=True)]
+
+    @staticmethod
+    async def enqueue_unique(conn: Connection, new: NewJobs, args: str, key: str) -> Job | None:
+        """The new job, or the one holding ``key`` (duplicate=True); None: send it again."""
+        stmt = statement("enqueue_unique")
+        rows = await fetch(conn, stmt, _unique_params(stmt, new, args, key))
+        return _unique_job(new, rows[0], args) if rows else None
+
+    @staticmethod
+    async def enqueue_unique_batch(
+        conn: Connection, new: NewJobs, args: Sequence[str], keys: Sequence[str]
+    ) -> dict[int, Job]:
+        """Item position (from 0) -> its new job or the one holding its key; missing: send again."""
+        stmt = statement("enqueue_unique_batch")
+        rows = await fetch(conn, stmt, _unique_params(stmt, new, list(args), list(keys)))
+        return {row["n"] - 1: _unique_job(new, row, args[row["n"] - 1]) for row in rows}
+
+
+def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
+    """A job just inserted: what the database decided comes from ``row``, the rest is known."""
+    return Job(
+        id=row["id"],
+        task=new.task,
+        queue=new.queue,
+        state=JobState.QUEUED,
+        priority=new.priority,
+        args=msgspec.json.decode(payload),
+        attempt=0,
+        max_attempts=new.max_attempts,
+        run=0,
+        run_at=row["run_at"],
+        expires_at=new.expires_at,
+        cancel_requested=False,
+        errors=(),
+        result=None,
+        worker_id=None,
+        args_fp=new.args_fp,
+        created_at=row["created_at"],
+        started_at=None,
+        finished_at=None,
+        trace_context=new.trace_context,
+    )
+
+
+def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
+    return {
+        "task": new.task,
+        "queue": new.queue,
+        "priority": new.priority,
+        "args": args,
+        "args_fp": new.args_fp,
+        "max_attempts": new.max_attempts,
+        "run_at": new.run_at,
+        "delay_s": new.delay_s,
+        "expires_at": new.expires_at,
+        "trace_context": new.trace_context,
+    }
+
+
+def _unique_params(
+    stmt: Statement, new: NewJobs, args: str | list[str], key: str | list[str]
+) -> dict[str, Any]:
+    unique = new.unique
+    assert unique is not None
+    params = _new_params(new, args)
+    params.update(
+        unique_key=key, unique_keys=key, unique_states=unique.blocking_states, period_s=unique.period_s
+    )
+    return {name: params[name] for name in stmt.params}
+
+
+def _unique_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
+    if row["duplicate"]:
+        return msgspec.structs.replace(row_to_job(row, json_text=True), duplicate=True)
+    return _new_job(new, row, payload)

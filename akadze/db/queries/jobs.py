@@ -1,0 +1,80 @@
+"""Jobs as operators and callers see them: read, list, cancel, requeue, hurry, wait for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, Text, cast, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.db.queries.connection import Connection, execute, fetch
+from akadze.db.sql import statement
+from akadze.db.stats import JobFilter, JobSummary, job_summaries_query
+from akadze.db.tables import jobs
+from akadze.errors import UniqueConflictError
+from akadze.job import Job, JobState
+from akadze.stored import row_to_job
+
+_JSON_COLUMNS = frozenset({"args", "errors", "result"})
+
+
+class JobQueries:
+    @staticmethod
+    async def get_jobs(conn: Connection, ids: Sequence[int]) -> list[Job]:
+        rows = await fetch(conn, statement("get_jobs"), {"ids": list(ids)})
+        return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
+    async def get_job(conn: Connection, job_id: int) -> Job | None:
+        found = await JobQueries.get_jobs(conn, [job_id])
+        return found[0] if found else None
+
+    @staticmethod
+    async def mark_awaited(conn: Connection, job_id: int) -> None:
+        await execute(conn, statement("mark_awaited"), {"id": job_id})
+
+    @staticmethod
+    async def request_cancel(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        rows = await fetch(conn, statement("request_cancel"), {"id": job_id})
+        return (row_to_job(rows[0], json_text=True), JobState(rows[0]["from_state"])) if rows else None
+
+    @staticmethod
+    async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        rows = await fetch(conn, statement("requeue"), {"id": job_id})
+        if rows and rows[0]["held_by"] is not None:
+            raise UniqueConflictError(job_id, rows[0]["held_by"])
+        return (row_to_job(rows[0], json_text=True), JobState(rows[0]["from_state"])) if rows else None
+
+    @staticmethod
+    async def run_now(conn: Connection, job_id: int) -> bool:
+        """True when a queued job waiting for its run_at became ready."""
+        return bool(await fetch(conn, statement("run_now"), {"id": job_id}))
+
+    @staticmethod
+    async def list_jobs(
+        conn: AsyncConnection,
+        *,
+        state: JobState | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        # the JSON columns as text, decoded per row: one undecodable row must not fail the list
+        columns = [cast(c, Text).label(c.name) if c.name in _JSON_COLUMNS else c for c in jobs.c]
+        query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
+        if state is not None:
+            query = query.where(jobs.c.state == state.value)
+        if task is not None:
+            query = query.where(jobs.c.task == task)
+        if queue is not None:
+            query = query.where(jobs.c.queue == queue)
+        result = await conn.execute(query)
+        return [row_to_job(row, json_text=True) for row in result.mappings()]
+
+    @staticmethod
+    async def job_summaries(
+        conn: AsyncConnection, where: JobFilter, *, before: int | None = None, limit: int = 50
+    ) -> list[JobSummary]:
+        result = await conn.execute(job_summaries_query(where, before=before, limit=limit))
+        return [JobSummary.of(row) for row in result.mappings()]

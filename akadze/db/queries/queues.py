@@ -1,0 +1,47 @@
+"""Operating queues (pause, resume) and the operator's views of them (dashboard, `queues list`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from akadze.db.queries.connection import Connection, fetch
+from akadze.db.sql import statement
+from akadze.db.stats import QueueActivity, QueueStats
+
+
+class QueueQueries:
+    @staticmethod
+    async def pause_queue(conn: Connection, queue: str) -> bool:
+        """True when the queue was not paused before."""
+        return bool((await fetch(conn, statement("pause_queue"), {"queue": queue}))[0]["changed"])
+
+    @staticmethod
+    async def resume_queue(conn: Connection, queue: str) -> bool:
+        """True when the queue was paused before."""
+        return bool((await fetch(conn, statement("resume_queue"), {"queue": queue}))[0]["changed"])
+
+    @staticmethod
+    async def queue_stats(conn: Connection, queues: Sequence[str]) -> list[QueueStats]:
+        rows = await fetch(conn, statement("queue_stats"), {"queues": list(queues)})
+        return [QueueStats.of(row) for row in rows]
+
+    @staticmethod
+    async def queue_pause(conn: Connection, queue: str) -> tuple[datetime, datetime | None]:
+        """The database's clock, and when ``queue`` was paused (None when it is not)."""
+        row = (await fetch(conn, statement("queue_pause"), {"queue": queue}))[0]
+        return row["now"], row["paused_at"]
+
+    @staticmethod
+    async def limit_holders(
+        conn: Connection, job_id: int, *, key: str | None, concurrency: int | None, rate: int | None
+    ) -> list[tuple[str, int, datetime | None]]:
+        """(kind 'c' or 'r', holding job id, free_at) of the permits that fill job_id's limit groups."""
+        params = {"id": job_id, "key": key, "concurrency": concurrency, "rate": rate}
+        rows = await fetch(conn, statement("limit_holders"), params)
+        return [(row["kind"], row["job_id"], row["free_at"]) for row in rows]
+
+    @staticmethod
+    async def queue_activity(conn: Connection, minutes: int) -> dict[str, QueueActivity]:
+        rows = await fetch(conn, statement("queue_activity"), {"minutes": minutes})
+        return QueueActivity.collect(rows, minutes)

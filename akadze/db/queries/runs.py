@@ -1,0 +1,138 @@
+"""The worker's hot path: claim, complete, and what a run reads and writes on the way."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from akadze.db.prepared import prepared
+from akadze.db.queries.connection import Connection, execute, fetch
+from akadze.db.sql import statement
+from akadze.flow import LimitParams
+from akadze.job import Job, JobState
+from akadze.outcomes import Completed, Completion
+from akadze.stored import row_to_job
+
+#: a job keeps at most this many error entries, the newest
+MAX_ERRORS = 20
+#: an error entry's message is cut to this many characters
+MAX_ERROR_MESSAGE = 2000
+
+#: raw connections whose session generic_plans.sql has set (or that are behind a pooler)
+_generic: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class RunQueries:
+    @staticmethod
+    async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
+        rows = await fetch(conn, statement("claim"), params)
+        return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
+    async def claim_limited(
+        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, limits: LimitParams
+    ) -> list[Job]:
+        """claim, for a worker whose tasks have limits: a job whose limit is full stays queued."""
+        params = {
+            "queues": list(queues),
+            "limit": limit,
+            "worker_id": worker_id,
+            "l_task": limits.tasks,
+            "l_key": limits.keys,
+            "l_conc": limits.concurrency,
+            "l_rate": limits.rate,
+            "l_per": limits.per_s,
+        }
+        stmt = statement("claim_limited")
+        if not isinstance(conn, AsyncConnection) and conn not in _generic:
+            # prepared on a direct connection: planned once (generic_plans.sql says why)
+            if await prepared(conn, stmt) is not None:
+                await RunQueries.generic_plans(conn)
+            _generic.add(conn)
+        rows = await fetch(conn, stmt, params)
+        return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
+    async def generic_plans(conn: Connection) -> None:
+        await execute(conn, statement("generic_plans"), {})
+
+    @staticmethod
+    async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
+        """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
+        rows_out = [
+            _CompletionRow(
+                e.job_id,
+                e.run,
+                e.transition.state.value,
+                e.transition.attempt,
+                e.transition.delay_s,
+                msgspec.Raw(e.result.encode()) if e.result is not None else None,
+                _error_entry(e),
+                e.transition.cancellable,
+                e.transition.priority,
+            )
+            for e in ended
+        ]
+        params: dict[str, Any] = {"max_errors": MAX_ERRORS, "batch": _batch_encoder.encode(rows_out).decode()}
+        rows = await fetch(conn, statement("complete_batch"), params)
+        return [
+            Completed(
+                r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"]
+            )
+            for r in rows
+        ]
+
+    @staticmethod
+    async def set_result(conn: Connection, job_id: int, run: int, result: str) -> None:
+        await execute(conn, statement("set_result"), {"id": job_id, "run": run, "result": result})
+
+    @staticmethod
+    async def cancel_requests(conn: Connection, worker_id: str) -> list[int]:
+        """The running jobs of ``worker_id`` that have a cancel request."""
+        return [
+            row["id"] for row in await fetch(conn, statement("cancel_requests"), {"worker_id": worker_id})
+        ]
+
+    @staticmethod
+    async def find_claimed(conn: Connection, worker_id: str, known: Sequence[int]) -> list[Job]:
+        """Running jobs of ``worker_id`` other than ``known``: claimed by a claim whose reply was lost."""
+        rows = await fetch(conn, statement("find_claimed"), {"worker_id": worker_id, "known": list(known)})
+        return [row_to_job(row, json_text=True) for row in rows]
+
+
+class _ErrorEntry(msgspec.Struct):
+    attempt: int
+    type: str
+    message: str
+
+
+class _CompletionRow(msgspec.Struct):
+    """One element of complete_batch's JSON batch; the names are the recordset's columns."""
+
+    id: int
+    run: int
+    state: str
+    attempt: int
+    delay_s: float | None
+    result: msgspec.Raw | None
+    error: _ErrorEntry | None
+    cancellable: bool
+    priority: int | None
+
+
+_batch_encoder = msgspec.json.Encoder()
+
+
+def _error_entry(ended: Completion) -> _ErrorEntry | None:
+    c = ended.transition
+    if c.error_type is None:
+        return None
+    message = c.error_message or ""
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE] + " [truncated]"
+    return _ErrorEntry(c.attempt, c.error_type, message)

@@ -1,0 +1,74 @@
+"""Schedules' fire times, and the pruner's batches (finished jobs, schedule runs, limit permits)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from akadze.db.queries.connection import Connection, execute, fetch
+from akadze.db.sql import statement
+from akadze.db.stats import ScheduleRun
+
+
+class ScheduleQueries:
+    @staticmethod
+    async def last_schedule_runs(
+        conn: Connection, schedules: Sequence[str]
+    ) -> tuple[datetime, dict[str, datetime | None]]:
+        """The database's clock, and each schedule's newest fire time (None when it has none)."""
+        if not schedules:
+            raise ValueError("last_schedule_runs needs at least one schedule name")
+        rows = await fetch(conn, statement("last_schedule_runs"), {"schedules": list(schedules)})
+        return rows[0]["now"], {row["schedule"]: row["fire_at"] for row in rows}
+
+    @staticmethod
+    async def fire_schedule(conn: Connection, schedule: str, fire_at: datetime, grace_s: float) -> bool:
+        """True when this transaction claimed the fire time: it must now enqueue its job."""
+        params = {"schedule": schedule, "fire_at": fire_at, "grace_s": grace_s}
+        return bool(await fetch(conn, statement("fire_schedule"), params))
+
+    @staticmethod
+    async def set_schedule_run_job(conn: Connection, schedule: str, fire_at: datetime, job_id: int) -> None:
+        params = {"schedule": schedule, "fire_at": fire_at, "job_id": job_id}
+        await execute(conn, statement("set_schedule_run_job"), params)
+
+    @staticmethod
+    async def recent_schedule_runs(conn: Connection, names: Sequence[str], limit: int) -> list[ScheduleRun]:
+        params = {"schedules": list(names), "per_schedule": limit}
+        return [ScheduleRun.of(r) for r in await fetch(conn, statement("recent_schedule_runs"), params)]
+
+
+class PruneQueries:
+    """Each prune statement deletes one batch under an advisory lock: rows deleted, or None when
+    another pruner holds the lock."""
+
+    @staticmethod
+    async def prune_jobs(conn: Connection, *, retention_s: float, limit: int, lock_key: int) -> int | None:
+        rows = await fetch(conn, statement("prune_jobs"), _prune_params(retention_s, limit, lock_key))
+        return _deleted(rows)
+
+    @staticmethod
+    async def prune_schedule_runs(
+        conn: Connection, *, retention_s: float, limit: int, lock_key: int
+    ) -> int | None:
+        rows = await fetch(
+            conn, statement("prune_schedule_runs"), _prune_params(retention_s, limit, lock_key)
+        )
+        return _deleted(rows)
+
+    @staticmethod
+    async def prune_limit_slots(
+        conn: Connection, *, retention_s: float, limit: int, lock_key: int
+    ) -> int | None:
+        """Free limit permits unused for retention."""
+        rows = await fetch(conn, statement("prune_limit_slots"), _prune_params(retention_s, limit, lock_key))
+        return _deleted(rows)
+
+
+def _prune_params(retention_s: float, limit: int, lock_key: int) -> dict[str, Any]:
+    return {"retention_s": retention_s, "limit": limit, "lock_key": lock_key}
+
+
+def _deleted(rows: Sequence[Any]) -> int | None:
+    return int(rows[0]["deleted"]) if rows[0]["locked"] else None
