@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from akadze import embedded
-from akadze.embedded import EmbeddedPostgresError
+from akadze.embedded import EmbeddedPostgresError, runner
 
 SOCKET_URL_PREFIX = "postgresql+asyncpg://postgres@/postgres?host="
 
@@ -181,8 +181,8 @@ def test_missing_wheel_names_the_extra_to_install(scratch: Path, monkeypatch: py
 async def test_root_without_user_namespaces_runs_the_server_as_nobody(
     scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(embedded, "_userns_works", lambda bindir: False)
-    embedded._runner.cache_clear()
+    monkeypatch.setattr(runner, "_userns_works", lambda bindir: False)
+    runner.runner_for.cache_clear()
     try:
         pgdata = scratch / "nobody"
         url = embedded.start(pgdata, durable=False)
@@ -190,4 +190,4 @@ async def test_root_without_user_namespaces_runs_the_server_as_nobody(
         assert await _select_one(url) == 1
         embedded.stop(pgdata)
     finally:
-        embedded._runner.cache_clear()
+        runner.runner_for.cache_clear()

@@ -14,6 +14,7 @@ from pathlib import Path
 import asyncpg
 
 from akadze import embedded
+from akadze.embedded.runner import runner_for, wheel_bindir
 
 from .pgbouncer import free_port
 
@@ -45,7 +46,7 @@ class OwnServer:
         if mode == "fast":
             embedded.stop(self.pgdata)
             return
-        runner = embedded._runner(embedded._wheel_bindir())
+        runner = runner_for(wheel_bindir())
         result = runner.run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-m", mode, "stop"])
         if result.returncode != 0:
             raise RuntimeError(f"pg_ctl stop -m {mode}: {result.stderr or result.stdout}")
