@@ -1,6 +1,8 @@
 """The claim keeps its index when the table holds a million finished jobs (DESIGN.md: ordering by
-anything but the index's columns lets the planner walk every finished row after ANALYZE), and
-the pruner finds old finished jobs through its own index."""
+anything but the index's columns lets the planner walk every finished row after ANALYZE), never
+reads the delayed jobs (whatever their priority: an idle claim reads a few dozen buffers), and
+takes the ready jobs in claim order across priorities and queues; the pruner finds old finished
+jobs through its own index."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import uuid
 from typing import Any
 
 import asyncpg
+import pytest
 
 from akadze.db.sql import statement
 from tests.support import plain
@@ -46,6 +49,11 @@ def _scans(node: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
     return found
 
 
+def _buffers(node: dict[str, Any]) -> int:
+    """Shared buffers a plan node touched (hit or read), its children included."""
+    return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
+
+
 async def _plan(conn: asyncpg.Connection, name: str, *args: Any) -> list[tuple[str, str | None, str | None]]:
     raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement(name).pg}", *args)
     plan = json.loads(raw) if isinstance(raw, str) else raw
@@ -73,5 +81,120 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
             prune = await _plan(conn, "prune_jobs", 7 * 86400.0, 1000, 1)
             assert ("Index Scan", "akadze_jobs", "akadze_jobs_prune_idx") in prune, (mode, prune)
             assert not any(kind == "Seq Scan" and relation == "akadze_jobs" for kind, relation, _ in prune)
+    finally:
+        await conn.close()
+
+
+DELAYED = 100_000
+
+_DELAYED = f"""
+INSERT INTO akadze_jobs (task, queue, run_at, priority)
+SELECT 'bulk', 'default', now() + interval '1 hour' + make_interval(secs => n), $1
+FROM generate_series(1, {DELAYED}) AS n
+"""
+
+
+async def _explain_claim(conn: asyncpg.Connection, queues: list[str], limit: int) -> tuple[int, int, str]:
+    """(rows claimed, shared buffers touched, the plan as text) of one claim, rolled back."""
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        raw = await conn.fetchval(
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement('claim').pg}",
+            queues,
+            limit,
+            str(uuid.uuid4()),
+        )
+    finally:
+        await tx.rollback()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return int(plan["Actual Rows"]), _buffers(plan), json.dumps(plan)
+
+
+@pytest.mark.parametrize(
+    "delayed_priority", [1, 0, -1], ids=["delayed-above", "delayed-level", "delayed-below"]
+)
+async def test_the_claim_never_reads_the_delayed_jobs_whatever_their_priority(
+    database_url: str, delayed_priority: int
+) -> None:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute("SET synchronous_commit = off")
+        await conn.execute(_DELAYED, delayed_priority)
+        await conn.execute("VACUUM ANALYZE akadze_jobs")
+        for mode in ("auto", "force_generic_plan"):
+            await conn.execute(f"SET plan_cache_mode = {mode}")
+            await conn.execute("SET jit = off")
+            # idle: nothing is ready, 100,000 jobs wait in the claimed queue's index (a scan of
+            # them, as the claim did before it walked the priorities, reads about 600 buffers)
+            rows, buffers, plan = await _explain_claim(conn, ["default"], 50)
+            assert rows == 0
+            assert buffers <= 40, (mode, buffers, plan)
+        await conn.execute("RESET plan_cache_mode")
+        await conn.execute(
+            "INSERT INTO akadze_jobs (task, queue, priority) "
+            "SELECT 'bulk', 'default', 0 FROM generate_series(1, 2000)"
+        )
+        await conn.execute("ANALYZE akadze_jobs")
+        rows, buffers, plan = await _explain_claim(conn, ["default"], 50)
+        assert rows == 50
+        # the 50 jobs' entries and rows, locked then updated: the delayed entries are not read
+        assert buffers <= 700, (buffers, plan)
+        assert '"Index Name": "akadze_jobs_claim_idx"' in plan
+        assert '"Node Type": "Seq Scan"' not in plan
+    finally:
+        await conn.close()
+
+
+async def test_the_claim_takes_ready_jobs_across_priorities_and_queues_in_claim_order(
+    database_url: str,
+) -> None:
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        # (label, queue, priority, seconds from now): negative is ready, positive is delayed
+        jobs = [
+            ("a2-late", "a", 2, -10),
+            ("a2-early", "a", 2, -20),
+            ("a2-delayed", "a", 2, 600),
+            ("a1-delayed", "a", 1, 600),
+            ("b1", "b", 1, -5),
+            ("a0", "a", 0, -30),
+            ("b0-delayed", "b", 0, 600),
+            ("b0", "b", 0, -40),
+            ("a-5", "a", -5, -50),
+            ("c9", "c", 9, -1),
+        ]
+        ids = {}
+        for label, queue, priority, seconds in jobs:
+            ids[label] = await conn.fetchval(
+                "INSERT INTO akadze_jobs (task, queue, priority, run_at) "
+                "VALUES ('t', $1, $2, now() + make_interval(secs => $3)) RETURNING id",
+                queue,
+                priority,
+                float(seconds),
+            )
+        by_id = {v: k for k, v in ids.items()}
+
+        async def claim(queues: list[str], limit: int) -> list[str]:
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                rows = await conn.fetch(statement("claim").pg, queues, limit, str(uuid.uuid4()))
+            finally:
+                await tx.rollback()
+            return sorted((by_id[r["id"]] for r in rows), key=[label for label, *_ in jobs].index)
+
+        # one queue, several priorities in one claim; the delayed jobs (a1 has none ready) are skipped
+        assert await claim(["a"], 3) == ["a2-late", "a2-early", "a0"]
+        order = ["a2-early", "a2-late", "a0", "a-5"]
+        for limit in range(1, 6):
+            assert set(await claim(["a"], limit)) == set(order[:limit])
+        # across queues: priority, then run_at, then id; c is not served
+        across = ["a2-early", "a2-late", "b1", "b0", "a0", "a-5"]
+        for limit in range(1, 8):
+            assert set(await claim(["a", "b"], limit)) == set(across[:limit])
+        # a paused queue gives nothing
+        await conn.execute("INSERT INTO akadze_queue_pauses (queue) VALUES ('a')")
+        assert set(await claim(["a", "b"], 3)) == {"b1", "b0"}
     finally:
         await conn.close()
