@@ -3,6 +3,10 @@
 The files use named parameters (``:name``), which SQLAlchemy's ``text()`` takes as they are;
 the raw asyncpg form replaces them with ``$n`` once, here, at load. Only whole-line ``--``
 comments are allowed in the files (they are dropped before the parameters are read).
+
+A file may name a fragment in braces, ``{job_row}``, expanded here at load: the column list of
+a job's row as ``akadze.stored.row_to_job`` reads it, spelled once (JOB_COLUMNS) for every
+statement that returns whole jobs. Fragments are constants of this module, never user input.
 """
 
 from __future__ import annotations
@@ -21,6 +25,52 @@ JOBS_CHANNEL = "akadze_jobs"
 #: NOTIFY channel of finished jobs someone waits for (payload: the job's id); app.wait_for
 DONE_CHANNEL = "akadze_done"
 
+#: a job's row as akadze.stored.row_to_job reads it: Job's fields that are columns, in Job's order
+JOB_COLUMNS = (
+    "id",
+    "task",
+    "queue",
+    "state",
+    "priority",
+    "args",
+    "attempt",
+    "max_attempts",
+    "run",
+    "run_at",
+    "expires_at",
+    "cancel_requested",
+    "errors",
+    "result",
+    "worker_id",
+    "args_fp",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "trace_context",
+)
+#: read as text and decoded per row, so that one row that cannot be decoded does not fail the
+#: rows read with it (akadze/stored.py)
+JSON_COLUMNS = frozenset({"args", "errors", "result"})
+
+
+def _job_row(*, result: bool) -> str:
+    def column(name: str) -> str:
+        if name == "result" and not result:
+            return "NULL AS result"
+        return f"CAST({name} AS text) AS {name}" if name in JSON_COLUMNS else name
+
+    return ",\n    ".join(column(name) for name in JOB_COLUMNS)
+
+
+#: {name} in a .sql file -> its text
+FRAGMENTS = {
+    # a whole job, the JSON columns as text
+    "job_row": _job_row(result=True),
+    # a job as the claim returns it: a job about to run has no result it needs
+    "claimed_job_row": _job_row(result=False),
+}
+_FRAGMENT = re.compile(r"\{(" + "|".join(FRAGMENTS) + r")\}")
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:
@@ -36,7 +86,7 @@ class Statement:
 
 def parse(name: str, raw: str) -> Statement:
     body = "\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("--"))
-    body = body.strip()
+    body = _FRAGMENT.sub(lambda match: FRAGMENTS[match[1]], body.strip())
     order: list[str] = []
 
     def number(match: re.Match[str]) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import ast
 import importlib.resources
 import inspect
+import re
 from collections import Counter
 
 import asyncpg
 import pytest
 
 from akadze.db.queries import Queries
-from akadze.db.sql import statements
+from akadze.db.sql import JOB_COLUMNS, JSON_COLUMNS, statements
+from akadze.job import Job
 from tests.support import module_database, plain
 
 
@@ -82,6 +84,16 @@ def test_no_other_module_executes_a_statement_file() -> None:
             if "statement(" in source.read():
                 offenders.append(path)
     assert offenders == []
+
+
+def test_job_row_is_every_field_a_job_reads_from_its_row() -> None:
+    assert set(JOB_COLUMNS) == set(Job.__struct_fields__) - {"duplicate"}
+    assert JSON_COLUMNS <= set(JOB_COLUMNS)
+
+
+@pytest.mark.parametrize("name", SQL_FILES)
+def test_every_fragment_a_sql_file_names_is_expanded_at_load(name: str) -> None:
+    assert re.search(r"\{\w+\}", statements()[name].source) is None
 
 
 @pytest.mark.parametrize("name", SQL_FILES)

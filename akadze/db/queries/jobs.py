@@ -9,14 +9,12 @@ from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.db.queries.connection import Connection, execute, fetch
-from akadze.db.sql import statement
+from akadze.db.sql import JSON_COLUMNS, statement
 from akadze.db.stats import JobFilter, JobSummary, job_summaries_query
 from akadze.db.tables import jobs
 from akadze.errors import UniqueConflictError
 from akadze.job import Job, JobState
 from akadze.stored import row_to_job
-
-_JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
 class JobQueries:
@@ -61,7 +59,7 @@ class JobQueries:
         limit: int = 50,
     ) -> list[Job]:
         # the JSON columns as text, decoded per row: one undecodable row must not fail the list
-        columns = [cast(c, Text).label(c.name) if c.name in _JSON_COLUMNS else c for c in jobs.c]
+        columns = [cast(c, Text).label(c.name) if c.name in JSON_COLUMNS else c for c in jobs.c]
         query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
         if state is not None:
             query = query.where(jobs.c.state == state.value)

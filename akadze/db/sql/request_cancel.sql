@@ -2,7 +2,8 @@
 -- decides at completion (spec: Cancel). Other states and missing ids change nothing.
 -- Returns the previous state with the row, for on_transition hooks. A queued job a waiter
 -- marked (mark_awaited) sends its id on akadze_done as it ends. The JSON columns come back as
--- text, decoded by the caller per row (a row nested too deep to decode is still cancelled).
+-- text ({job_row}, db/sql.py), decoded by the caller per row (a row nested too deep to decode
+-- is still cancelled).
 WITH old AS (
     SELECT id, state
     FROM akadze_jobs
@@ -21,10 +22,7 @@ done AS (
     RETURNING j.*, old.state AS from_state
 )
 SELECT
-    id, task, queue, state, priority, CAST(args AS text) AS args, attempt, max_attempts, run,
-    run_at, expires_at, cancel_requested, CAST(errors AS text) AS errors,
-    CAST(result AS text) AS result, worker_id, args_fp, created_at, started_at, finished_at,
-    trace_context,
+    {job_row},
     from_state,
     CASE WHEN awaited AND state = 'cancelled' THEN pg_notify('akadze_done', CAST(id AS text)) END AS notified
 FROM done

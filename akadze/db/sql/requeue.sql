@@ -3,9 +3,9 @@
 -- A job with a unique key that a newer job in its blocking states holds is left as it is: the
 -- row comes back with held_by, the holder's id (a holder committed after this statement's
 -- snapshot makes the UPDATE fail on akadze_jobs_unique_idx instead; nothing changes either way).
--- The JSON columns come back as text, decoded by the caller per row.
+-- The JSON columns come back as text ({job_row}, db/sql.py), decoded by the caller per row.
 WITH holder AS (
-    SELECT h.id
+    SELECT h.id AS held_by
     FROM akadze_jobs AS f
     JOIN akadze_jobs AS h
         ON h.unique_key = f.unique_key
@@ -30,16 +30,15 @@ moved AS (
         AND NOT EXISTS (SELECT 1 FROM holder)
     RETURNING *
 )
-SELECT id, task, queue, state, priority, CAST(args AS text) AS args, attempt, max_attempts, run,
-    run_at, expires_at, cancel_requested, CAST(errors AS text) AS errors,
-    CAST(result AS text) AS result, worker_id, args_fp, created_at, started_at, finished_at,
-    trace_context,
-    'failed' AS from_state, CAST(NULL AS bigint) AS held_by
+SELECT
+    {job_row},
+    'failed' AS from_state,
+    CAST(NULL AS bigint) AS held_by
 FROM moved
 UNION ALL
-SELECT f.id, f.task, f.queue, f.state, f.priority, CAST(f.args AS text), f.attempt, f.max_attempts,
-    f.run, f.run_at, f.expires_at, f.cancel_requested, CAST(f.errors AS text), CAST(f.result AS text),
-    f.worker_id, f.args_fp, f.created_at, f.started_at, f.finished_at, f.trace_context,
-    'failed', holder.id
-FROM akadze_jobs AS f, holder
-WHERE f.id = :id
+SELECT
+    {job_row},
+    'failed',
+    held_by
+FROM akadze_jobs, holder
+WHERE id = :id
