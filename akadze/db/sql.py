@@ -4,9 +4,10 @@ The files use named parameters (``:name``), which SQLAlchemy's ``text()`` takes 
 the raw asyncpg form replaces them with ``$n`` once, here, at load. Only whole-line ``--``
 comments are allowed in the files (they are dropped before the parameters are read).
 
-A file may name a fragment in braces, ``{job_row}``, expanded here at load: the column list of
-a job's row as ``akadze.stored.row_to_job`` reads it, spelled once (JOB_COLUMNS) for every
-statement that returns whole jobs. Fragments are constants of this module, never user input.
+A file may name a fragment in braces, expanded here at load, for what several statements must
+spell alike: ``{job_row}``, the column list of a job's row as ``akadze.stored.row_to_job``
+reads it (JOB_COLUMNS); ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
+reply its caller reads. Fragments are constants of this module, never user input.
 """
 
 from __future__ import annotations
@@ -68,6 +69,15 @@ FRAGMENTS = {
     "job_row": _job_row(result=True),
     # a job as the claim returns it: a job about to run has no result it needs
     "claimed_job_row": _job_row(result=False),
+    # a pruner batch's CTE: one pruner at a time, through a transaction-scoped try-lock (no
+    # session state, so it passes PgBouncer in transaction mode; a busy lock skips the batch)
+    "prune_lock": "pruner AS (\n    SELECT pg_try_advisory_xact_lock(CAST(:lock_key AS bigint)) AS locked\n)",
+    # a pruner batch's reply, after its CTE ``gone`` deleted: whether it held the lock, how many went
+    "prune_reply": (
+        "SELECT\n"
+        "    (SELECT pruner.locked FROM pruner) AS locked,\n"
+        "    (SELECT count(*) FROM gone) AS deleted"
+    ),
 }
 _FRAGMENT = re.compile(r"\{(" + "|".join(FRAGMENTS) + r")\}")
 

@@ -1,13 +1,11 @@
 -- prune_jobs: deletes up to :limit finished jobs (succeeded, failed, cancelled) whose
 -- finished_at is more than :retention_s seconds old by the database's clock, oldest first;
 -- relies on akadze_jobs_prune_idx, then primary key lookups. Runs as its own short
--- transaction: only the holder of the transaction-scoped advisory lock :lock_key deletes (one
--- pruner at a time, and no session state, so it passes PgBouncer in transaction mode); rows
--- locked by anyone else are skipped (SKIP LOCKED), never waited on. Returns whether the lock
--- was taken and how many rows went.
-WITH pruner AS (
-    SELECT pg_try_advisory_xact_lock(CAST(:lock_key AS bigint)) AS locked
-),
+-- transaction: only the holder of the transaction-scoped advisory lock :lock_key deletes
+-- ({prune_lock}, db/sql.py: one pruner at a time, and no session state, so it passes PgBouncer
+-- in transaction mode); rows locked by anyone else are skipped (SKIP LOCKED), never waited on.
+-- Returns whether the lock was taken and how many rows went ({prune_reply}).
+WITH {prune_lock},
 doomed AS (
     SELECT j.id
     FROM akadze_jobs AS j
@@ -24,6 +22,4 @@ gone AS (
     WHERE j.id = doomed.id
     RETURNING j.id
 )
-SELECT
-    (SELECT pruner.locked FROM pruner) AS locked,
-    (SELECT count(*) FROM gone) AS deleted
+{prune_reply}

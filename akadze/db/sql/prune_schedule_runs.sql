@@ -2,11 +2,9 @@
 -- seconds ago by the database's clock, oldest first; relies on
 -- akadze_schedule_runs_created_idx, then primary key lookups. Since grace is shorter than
 -- retention, no run that still keeps a due fire time from firing twice is old enough to go.
--- Same lock as prune_jobs (transaction-scoped, try-only) and SKIP LOCKED. Returns whether the
--- lock was taken and how many rows went.
-WITH pruner AS (
-    SELECT pg_try_advisory_xact_lock(CAST(:lock_key AS bigint)) AS locked
-),
+-- Same lock as prune_jobs ({prune_lock}: transaction-scoped, try-only) and SKIP LOCKED. Returns
+-- whether the lock was taken and how many rows went ({prune_reply}).
+WITH {prune_lock},
 doomed AS (
     SELECT r.schedule, r.fire_at
     FROM akadze_schedule_runs AS r
@@ -23,6 +21,4 @@ gone AS (
         AND r.fire_at = doomed.fire_at
     RETURNING 1
 )
-SELECT
-    (SELECT pruner.locked FROM pruner) AS locked,
-    (SELECT count(*) FROM gone) AS deleted
+{prune_reply}
