@@ -34,12 +34,37 @@ imports akadze, whose package loads pydantic)
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar, dataclass_transform
 
+
+@dataclass_transform(eq_default=False)
 class AkadzeError(Exception):
-    """Base of every error the library raises (not of task outcomes)."""
+    """Base of every error the library raises (not of task outcomes).
+
+    A subclass declares the values that caused it as annotated fields, and its message as
+    ``template``, formatted with them; its constructor takes the fields in order (a dataclass's).
+    A subclass declared with ``init=False`` takes its message as it is.
+    """
+
+    #: the message, ``str.format``-ed with the error's fields
+    template: ClassVar[str] = ""
+
+    def __init_subclass__(cls, *, init: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if init:
+            # eq=False keeps exceptions hashable by identity; repr=False keeps Exception's repr
+            dataclass(eq=False, repr=False)(cls)
+
+    def __post_init__(self) -> None:
+        Exception.__init__(self, self.describe())
+
+    def describe(self) -> str:
+        """The message: ``template`` with the fields filled in."""
+        return self.template.format_map(vars(self))
 
 
-class ConfigError(AkadzeError, ValueError):
+class ConfigError(AkadzeError, ValueError, init=False):
     """Bad configuration: the message says which value and how to fix it."""
 
 
@@ -49,102 +74,93 @@ class AppLoadError(ConfigError):
     ``raised_by_app``: the app's own import or factory raised (the exception is the cause).
     """
 
-    def __init__(self, app_path: str, message: str, *, raised_by_app: bool = False) -> None:
-        self.app_path = app_path
-        self.raised_by_app = raised_by_app
-        super().__init__(message)
+    app_path: str
+    message: str
+    _: KW_ONLY
+    raised_by_app: bool = False
+    template = "{message}"
 
 
 class DuplicateTaskError(AkadzeError, ValueError):
-    def __init__(self, task_name: str) -> None:
-        self.task_name = task_name
-        super().__init__(f"task {task_name!r} is already registered")
+    task_name: str
+    template = "task {task_name!r} is already registered"
 
 
 class MissingRegisterError(AkadzeError, ImportError):
-    def __init__(self, module: str) -> None:
-        self.module = module
-        super().__init__(f"module {module!r} has no register(app) function")
+    module: str
+    template = "module {module!r} has no register(app) function"
 
 
 class UnknownTaskError(AkadzeError, LookupError):
-    def __init__(self, task_name: str) -> None:
-        self.task_name = task_name
-        super().__init__(f"no task named {task_name!r} is registered in this app")
+    task_name: str
+    template = "no task named {task_name!r} is registered in this app"
 
 
 class NotInRunError(AkadzeError, RuntimeError):
-    def __init__(self) -> None:
-        super().__init__("current() is only available inside a running task")
+    template = "current() is only available inside a running task"
 
 
 class LostOwnershipError(AkadzeError):
     """The run no longer owns its job: another worker rescued it. Writes were rolled back."""
 
-    def __init__(self, job_id: int, run: int) -> None:
-        self.job_id = job_id
-        self.run = run
-        super().__init__(
-            f"job {job_id} is no longer owned by this run (run {run}): "
-            "it was rescued by another worker; the writes of this block were rolled back"
-        )
+    job_id: int
+    run: int
+    template = (
+        "job {job_id} is no longer owned by this run (run {run}): "
+        "it was rescued by another worker; the writes of this block were rolled back"
+    )
 
 
 class MigrationEditedError(AkadzeError):
     """A migration the database has applied no longer matches its shipped file: migrating stops."""
 
-    def __init__(self, file_name: str, *, recorded: str, shipped: str) -> None:
-        self.file_name = file_name
-        self.recorded = recorded
-        self.shipped = shipped
-        super().__init__(
-            f"migration {file_name} was applied with checksum {recorded[:12]} but the shipped file "
-            f"has {shipped[:12]}: a shipped migration was edited; restore it and put the change "
-            "in a new migration"
-        )
+    file_name: str
+    _: KW_ONLY
+    recorded: str
+    shipped: str
+    template = (
+        "migration {file_name} was applied with checksum {recorded:.12} but the shipped file "
+        "has {shipped:.12}: a shipped migration was edited; restore it and put the change "
+        "in a new migration"
+    )
 
 
 class ArgsTooLargeError(AkadzeError, ValueError):
-    def __init__(self, task_name: str, size: int, limit: int) -> None:
-        self.task_name = task_name
-        self.size = size
-        self.limit = limit
-        super().__init__(
-            f"arguments of task {task_name!r} encode to {size} bytes, over the limit of {limit}; "
-            "store large payloads elsewhere and pass a reference"
-        )
+    task_name: str
+    size: int
+    limit: int
+    template = (
+        "arguments of task {task_name!r} encode to {size} bytes, over the limit of {limit}; "
+        "store large payloads elsewhere and pass a reference"
+    )
 
 
 class ArgsTooDeepError(AkadzeError, ValueError):
-    def __init__(self, task_name: str, limit: int) -> None:
-        self.task_name = task_name
-        self.limit = limit
-        super().__init__(
-            f"arguments of task {task_name!r} nest deeper than the limit of {limit} levels, "
-            "which a worker could not decode; flatten them or store them elsewhere"
-        )
+    task_name: str
+    limit: int
+    template = (
+        "arguments of task {task_name!r} nest deeper than the limit of {limit} levels, "
+        "which a worker could not decode; flatten them or store them elsewhere"
+    )
 
 
 class UndecodableJobError(AkadzeError):
     """A claimed job whose stored arguments cannot be decoded (a row from another producer):
     it ends failed without running. The message names the job and the reason, not the value."""
 
-    def __init__(self, job_id: int, reason: str) -> None:
-        self.job_id = job_id
-        self.reason = reason
-        super().__init__(f"job {job_id} cannot run: {reason}")
+    job_id: int
+    reason: str
+    template = "job {job_id} cannot run: {reason}"
 
 
 class ResultNotJson(AkadzeError, TypeError):
     """A task returned a value that is not plain JSON; the run counts as an error."""
 
-    def __init__(self, type_name: str, path: str = "$") -> None:
-        self.type_name = type_name
-        self.path = path
-        super().__init__(
-            f"task result is not JSON: {type_name} at {path} "
-            "(return dict, list, str, int, float, bool or None)"
-        )
+    type_name: str
+    path: str = "$"
+    template = (
+        "task result is not JSON: {type_name} at {path} (return dict, list, str, int, float, bool or None)"
+    )
 
 
 class ArgsSchemaMismatch(AkadzeError, ValueError):
@@ -154,16 +170,16 @@ class ArgsSchemaMismatch(AkadzeError, ValueError):
     (``akadze codegen``) or deploy the worker that matches it.
     """
 
-    def __init__(self, task_name: str, job_fp: str, worker_fp: str, fields: list[str], details: str) -> None:
-        self.task_name = task_name
-        self.job_fp = job_fp
-        self.worker_fp = worker_fp
-        #: where decoding failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
-        self.fields = fields
-        super().__init__(
-            f"task {task_name!r}: arguments built against schema {job_fp} do not decode with "
-            f"this worker's schema {worker_fp}: {details}"
-        )
+    task_name: str
+    job_fp: str
+    worker_fp: str
+    #: where decoding failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
+    fields: list[str]
+    details: str
+    template = (
+        "task {task_name!r}: arguments built against schema {job_fp} do not decode with "
+        "this worker's schema {worker_fp}: {details}"
+    )
 
 
 class InvalidArgsError(AkadzeError, ValueError):
@@ -173,46 +189,48 @@ class InvalidArgsError(AkadzeError, ValueError):
     arguments may hold secrets.
     """
 
-    def __init__(self, task_name: str, problem: str, path: str | None, *, in_key: bool = False) -> None:
-        self.task_name = task_name
-        #: what is wrong, as msgspec says it, without the value ("Expected `int`, got `str`")
-        self.problem = problem
-        #: where, as a JSON path ("$.user_id"), or None for the arguments as a whole
-        self.path = path
-        #: the problem is in a key of the dict at ``path``, not in a value
-        self.in_key = in_key
-        where = "" if not path else f" - at `key` in `{path}`" if in_key else f" - at `{path}`"
-        super().__init__(f"task {task_name!r}: {problem}{where}")
+    task_name: str
+    #: what is wrong, as msgspec says it, without the value ("Expected `int`, got `str`")
+    problem: str
+    #: where, as a JSON path ("$.user_id"), or None for the arguments as a whole
+    path: str | None
+    _: KW_ONLY
+    #: the problem is in a key of the dict at ``path``, not in a value
+    in_key: bool = False
+
+    def describe(self) -> str:
+        path = self.path
+        where = "" if not path else f" - at `key` in `{path}`" if self.in_key else f" - at `{path}`"
+        return f"task {self.task_name!r}: {self.problem}{where}"
 
 
-class EmbeddedPostgresError(AkadzeError, RuntimeError):
+class EmbeddedPostgresError(AkadzeError, RuntimeError, init=False):
     """The embedded PostgreSQL could not be found, started, attached to or stopped."""
 
 
 class JobNotFoundError(AkadzeError, LookupError):
-    def __init__(self, job_id: int) -> None:
-        self.job_id = job_id
-        super().__init__(f"job {job_id} does not exist (never enqueued here, or pruned)")
+    job_id: int
+    template = "job {job_id} does not exist (never enqueued here, or pruned)"
 
 
 class SchemaMissingError(AkadzeError):
     """The database has no akadze tables: nothing was migrated there."""
 
-    def __init__(self) -> None:
-        super().__init__("the akadze schema is missing in this database: run `akadze db migrate`")
+    template = "the akadze schema is missing in this database: run `akadze db migrate`"
 
 
 class SchemaVersionError(AkadzeError):
     """The database's schema is older than this code needs; a worker does not start on it."""
 
-    def __init__(self, database_version: int, code_version: int, pending: list[int]) -> None:
-        self.database_version = database_version
-        self.code_version = code_version
-        self.pending = pending
-        listed = ", ".join(f"{v:04d}" for v in pending)
-        super().__init__(
-            f"the database schema is at version {database_version} and this akadze needs version "
-            f"{code_version} (pending: {listed}): run `akadze db migrate`"
+    database_version: int
+    code_version: int
+    pending: list[int]
+
+    def describe(self) -> str:
+        listed = ", ".join(f"{v:04d}" for v in self.pending)
+        return (
+            f"the database schema is at version {self.database_version} and this akadze needs version "
+            f"{self.code_version} (pending: {listed}): run `akadze db migrate`"
         )
 
 
@@ -220,33 +238,31 @@ class UniqueConflictError(AkadzeError):
     """A requeue would give a job a unique key that another job holds (akadze.Unique); the job
     was left as it was."""
 
-    def __init__(self, job_id: int, held_by: int) -> None:
-        self.job_id = job_id
-        #: the job that holds the key now
-        self.held_by = held_by
-        super().__init__(
-            f"job {job_id} was not requeued: job {held_by} holds its unique key; let that job "
-            "finish (or cancel it), then requeue"
-        )
+    job_id: int
+    #: the job that holds the key now
+    held_by: int
+    template = (
+        "job {job_id} was not requeued: job {held_by} holds its unique key; let that job "
+        "finish (or cancel it), then requeue"
+    )
 
 
 class UniqueRaceError(AkadzeError):
     """Every round of a unique enqueue met a job that left its blocking states just then."""
 
-    def __init__(self, task_name: str, rounds: int) -> None:
-        self.task_name = task_name
-        super().__init__(
-            f"task {task_name!r}: a unique enqueue lost {rounds} races in a row to jobs with the "
-            "same key; nothing was inserted; try again"
-        )
+    task_name: str
+    rounds: int
+    template = (
+        "task {task_name!r}: a unique enqueue lost {rounds} races in a row to jobs with the "
+        "same key; nothing was inserted; try again"
+    )
 
 
 class ForwardOnlyError(AkadzeError):
     """akadze's migrations cannot be undone: an Alembic downgrade through akadze's revision."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "akadze's migrations are forward-only: this revision cannot be downgraded. Downgrade "
-            "to a revision after it, or restore a backup; akadze runs on a schema newer than it "
-            "needs (docs/schema.md)"
-        )
+    template = (
+        "akadze's migrations are forward-only: this revision cannot be downgraded. Downgrade "
+        "to a revision after it, or restore a backup; akadze runs on a schema newer than it "
+        "needs (docs/schema.md)"
+    )
