@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from akadze.db.queries import Queries
+from akadze.db.raw import driver_connection
 from akadze.db.sql import DONE_CHANNEL
 from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError, JobNotFoundError
@@ -149,8 +150,7 @@ class _Hub:
         while self.waiters:
             try:
                 async with self.engine.connect() as conn:
-                    raw = (await conn.get_raw_connection()).driver_connection
-                    assert raw is not None
+                    raw = await driver_connection(conn)
                     await raw.add_listener(CHANNEL, self._on_notify)
                     try:
                         self.ready.set()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db.raw import driver_connection
 from akadze.errors import MigrationEditedError
 
 #: pg_advisory_xact_lock key: "akadze" as an integer
@@ -93,9 +94,7 @@ async def migrate(engine: AsyncEngine) -> list[int]:
                     raise MigrationEditedError(m.file_name, recorded=done, shipped=m.checksum)
                 continue
             # a script of many statements: the driver's simple protocol, in this transaction
-            raw = await conn.get_raw_connection()
-            assert raw.driver_connection is not None
-            await raw.driver_connection.execute(m.sql)
+            await (await driver_connection(conn)).execute(m.sql)
             await conn.execute(
                 text("INSERT INTO akadze_schema_migrations (version, name, checksum) VALUES (:v, :n, :c)"),
                 {"v": m.version, "n": m.name, "c": m.checksum},

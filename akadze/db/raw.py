@@ -1,4 +1,5 @@
-"""Raw asyncpg connections from an engine's pool for single autocommit statements (enqueue).
+"""Raw asyncpg connections from an engine's pool for single autocommit statements (enqueue),
+and the asyncpg connection under a SQLAlchemy one (driver_connection, raw_connection).
 
 Checking a connection out through SQLAlchemy's AsyncConnection costs three greenlet switches,
 about as much as the insert itself; this checks out the pool's connection directly, and an app
@@ -12,7 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
 from akadze.db.errors import is_transient
@@ -56,3 +57,17 @@ class RawConnections:
             for fairy in spare:
                 with contextlib.suppress(Exception):
                     await greenlet_spawn(fairy.close)
+
+
+async def driver_connection(conn: AsyncConnection) -> Any:
+    """The asyncpg connection under ``conn``, for as long as ``conn`` is checked out."""
+    raw = (await conn.get_raw_connection()).driver_connection
+    assert raw is not None
+    return raw
+
+
+@contextlib.asynccontextmanager
+async def raw_connection(engine: AsyncEngine) -> AsyncIterator[Any]:
+    """An asyncpg connection checked out of ``engine``'s pool for the block, then given back."""
+    async with engine.connect() as conn:
+        yield await driver_connection(conn)

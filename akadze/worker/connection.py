@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from akadze.db.raw import driver_connection
+
 if TYPE_CHECKING:
     from akadze.app import Akadze
 
@@ -30,8 +32,7 @@ class HeldConnection:
     async def get(self) -> AsyncConnection:
         if self._conn is None:
             self._conn = await self.engine.connect()
-            fairy = await self._conn.get_raw_connection()
-            self._raw = fairy.driver_connection
+            self._raw = await driver_connection(self._conn)
         return self._conn
 
     async def raw(self) -> Any:

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from akadze.db.queries import Queries, beat_statements
+from akadze.db.raw import raw_connection
 from akadze.db.url import asyncpg_dsn, with_libpq_params
 
 logger = logging.getLogger("akadze.worker")
@@ -166,8 +167,7 @@ class Heartbeat:
             loop.close()
 
     async def _beat(self, engine: Any) -> None:
-        async with engine.connect() as conn:
-            raw = (await conn.get_raw_connection()).driver_connection
+        async with raw_connection(engine) as raw:
             alive = await Queries.heartbeat(raw, self.worker_id)
             if not alive:
                 await Queries.register_worker(raw, **self._register)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db.raw import driver_connection, raw_connection
 from akadze.db.sql import JOBS_CHANNEL
 
 logger = logging.getLogger("akadze.worker")
@@ -51,8 +52,7 @@ class Listener:
             try:
                 async with self.engine.connect() as conn:
                     try:
-                        raw = (await conn.get_raw_connection()).driver_connection
-                        assert raw is not None
+                        raw = await driver_connection(conn)
                         self._lost.clear()
                         self._probed.clear()
                         await raw.add_listener(CHANNEL, self._on_notify)
@@ -61,10 +61,8 @@ class Listener:
                         # NOTIFY sent on the listening connection runs on the server connection that
                         # holds the LISTEN and comes straight back, so the probe would pass although
                         # no other session's notification ever reaches this one.
-                        async with self.engine.connect() as sender:
-                            sender_raw = (await sender.get_raw_connection()).driver_connection
-                            assert sender_raw is not None
-                            await sender_raw.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
+                        async with raw_connection(self.engine) as sender:
+                            await sender.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
                         try:
                             await asyncio.wait_for(self._probed.wait(), timeout=3)
                         except TimeoutError:
