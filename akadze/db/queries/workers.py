@@ -77,21 +77,10 @@ def beat_statements(
 
 class WorkerQueries:
     @staticmethod
-    async def register_worker(
-        conn: Connection,
-        *,
-        worker_id: str,
-        name: str,
-        host: str,
-        pid: int,
-        queues: Sequence[str],
-        slots: int,
-        lost_after_s: float,
-        tasks: Sequence[tuple[str, str, str]] = (),
-    ) -> None:
-        """Also publishes ``tasks``, (name, queue, args_fp) each, for ``akadze codegen verify``."""
-        params = register_params(worker_id, name, host, pid, queues, slots, lost_after_s, tasks)
-        await execute(conn, statement("register_worker"), params)
+    async def register_worker(conn: Connection, **registration: Any) -> None:
+        """Takes register_params's arguments. Also publishes ``tasks``, (name, queue, args_fp)
+        each, for ``akadze codegen verify``."""
+        await execute(conn, statement("register_worker"), register_params(**registration))
 
     @staticmethod
     async def live_task_schemas(conn: Connection) -> list[LiveTask]:
