@@ -210,25 +210,11 @@ class TypeComparison:
         if isinstance(od, ir.EnumDef) and isinstance(nd, ir.EnumDef):
             before = {_value(v): name for name, v in od.members}
             after = {_value(v): name for name, v in nd.members}
-            changes = [
-                Change(
-                    "breaking",
-                    where,
-                    f"enum value removed: {od.name}.{before[v]} = {_show(v)}",
-                    topic=f"value {_show(v)}",
-                )
-                for v in sorted(set(before) - set(after), key=repr)
+            removed = sorted(set(before) - set(after), key=repr)
+            added = sorted(set(after) - set(before), key=repr)
+            return [_enum_value("breaking", "removed", where, od.name, before[v], v) for v in removed] + [
+                _enum_value("safe", "added", where, nd.name, after[v], v) for v in added
             ]
-            changes += [
-                Change(
-                    "safe",
-                    where,
-                    f"enum value added: {nd.name}.{after[v]} = {_show(v)}",
-                    topic=f"value {_show(v)}",
-                )
-                for v in sorted(set(after) - set(before), key=repr)
-            ]
-            return changes
         if isinstance(od, ir.NamedTupleDef) and isinstance(nd, ir.NamedTupleDef):
             if len(od.fields) != len(nd.fields):
                 text = f"NamedTuple {len(od.fields)} -> {len(nd.fields)} items (an array on the wire)"
@@ -259,12 +245,7 @@ class TypeComparison:
                 text = f"wire name changed: {f.wire!r} -> {g.wire!r}"
                 changes.append(Change("breaking", where, text, "in steps", topic="wire"))
             matched.add(g.wire)
-            if f.required and not g.required:
-                changes.append(Change("safe", where, "field became optional", topic="required"))
-            elif g.required and not f.required:
-                changes.append(Change("breaking", where, "field became required", topic="required"))
-            elif f.default != g.default and not f.required:
-                changes.append(default_changed(where, f.default, g.default))
+            changes.extend(requirement_changed(where, "field", f, g))
             changes.extend(self._nested(f.type, g.type, task, f"{path}.{f.wire}"))
         for g in new:
             if g.wire not in matched:
@@ -334,6 +315,26 @@ class TypeComparison:
                 known = self._values(other, 1 - side)
                 return all(v in known or any(_accepts(n, v) for n, _ in other) for v in values)
         return False
+
+
+def requirement_changed(
+    where: str, what: str, old: ir.Field | ir.Param, new: ir.Field | ir.Param
+) -> list[Change]:
+    """A field or parameter (``what``) that became optional or required, or whose worker
+    default changed; nothing else."""
+    if old.required and not new.required:
+        return [Change("safe", where, f"{what} became optional", topic="required")]
+    if new.required and not old.required:
+        return [Change("breaking", where, f"{what} became required", topic="required")]
+    if old.default != new.default and not old.required:
+        return [default_changed(where, old.default, new.default)]
+    return []
+
+
+def _enum_value(verdict: Verdict, how: str, where: str, enum: str, member: str, value: _Value) -> Change:
+    return Change(
+        verdict, where, f"enum value {how}: {enum}.{member} = {_show(value)}", topic=f"value {_show(value)}"
+    )
 
 
 def default_changed(where: str, old: str | None, new: str | None) -> Change:

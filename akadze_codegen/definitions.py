@@ -11,7 +11,8 @@ import dataclasses
 import enum
 import keyword
 import typing
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 
@@ -66,14 +67,7 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
             )
         )
     params = cls.__pydantic_generic_metadata__["parameters"]
-    return ir.StructDef(
-        name="",
-        origin=key,
-        source="pydantic",
-        fields=fields,
-        type_params=[typevar_name(p) for p in params],
-        forbid_unknown=config.get("extra") == "forbid",
-    )
+    return _struct_def(key, "pydantic", fields, params, forbid_unknown=config.get("extra") == "forbid")
 
 
 def wire_name(walker: Walker, info: Any, name: str, where: str) -> str:
@@ -136,44 +130,59 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
     # then stricter than the worker about a field the producer should not send anyway)
     config = getattr(cls, "__pydantic_config__", None)
     extra = (config or {}).get("extra", "forbid" if config is None else "ignore")
+    return _struct_def(key, "dataclass", fields, params, forbid_unknown=extra == "forbid")
+
+
+def _struct_def(
+    key: str,
+    source: Literal["pydantic", "dataclass"],
+    fields: list[ir.Field],
+    params: Iterable[Any],
+    *,
+    forbid_unknown: bool,
+) -> ir.StructDef:
     return ir.StructDef(
         name="",
         origin=key,
-        source="dataclass",
+        source=source,
         fields=fields,
         type_params=[typevar_name(p) for p in params],
-        forbid_unknown=extra == "forbid",
+        forbid_unknown=forbid_unknown,
     )
 
 
 def typeddict_def(walker: Walker, cls: Any, key: str, where: str) -> ir.Definition:
     """A TypedDict: its keys with their requiredness."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = [
-        ir.Field(
-            name=name,
-            wire=name,
-            type=walker.walk(tp, f"{key}.{name}"),
-            required=typeddict_required(cls, name, tp),
-        )
-        for name, tp in hints.items()
-    ]
+    fields = _fields(walker, key, hints, hints, lambda name, tp: typeddict_required(cls, name, tp))
     return ir.TypedDictDef(name="", origin=key, fields=fields)
 
 
 def namedtuple_def(walker: Walker, cls: Any, key: str, where: str) -> ir.Definition:
     """A NamedTuple: an array on the wire, every field required."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = [
+    return ir.NamedTupleDef(
+        name="", origin=key, fields=_fields(walker, key, hints, cls._fields, lambda *_: True)
+    )
+
+
+def _fields(
+    walker: Walker,
+    key: str,
+    hints: Mapping[str, Any],
+    names: Iterable[str],
+    required: Callable[[str, Any], bool],
+) -> list[ir.Field]:
+    """Fields named as on the wire, typed from ``hints`` (Any where a name has none)."""
+    return [
         ir.Field(
             name=name,
             wire=name,
             type=walker.walk(hints.get(name, Any), f"{key}.{name}"),
-            required=True,
+            required=required(name, hints.get(name, Any)),
         )
-        for name in cls._fields
+        for name in names
     ]
-    return ir.NamedTupleDef(name="", origin=key, fields=fields)
 
 
 def enum_def(walker: Walker, cls: type[enum.Enum], key: str, where: str) -> ir.Definition:

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from akadze_codegen import signature as ir
-from akadze_codegen.compat import Change, Order, TypeComparison, Verdict, default_changed, describe
+from akadze_codegen.compat import Change, Order, TypeComparison, Verdict, describe, requirement_changed
 from akadze_codegen.problems import AkadzeCodegenError
 from akadze_codegen.write import MANIFEST_FILE
 
@@ -205,12 +205,7 @@ class _Differ:
                     )
                 )
                 continue
-            if p.required and not q.required:
-                changes.append(Change("safe", where, "parameter became optional", topic="required"))
-            elif q.required and not p.required:
-                changes.append(Change("breaking", where, "parameter became required", topic="required"))
-            elif p.default != q.default and not p.required:
-                changes.append(default_changed(where, p.default, q.default))
+            changes.extend(requirement_changed(where, "parameter", p, q))
             changes.extend(self.types.compare(p.type, q.type, where, name))
         for name, q in after.items():
             if name not in before:

@@ -158,14 +158,15 @@ def _docstring(text: str, indent: str = "    ") -> str:
     return f'{indent}"""{clean}"""\n'
 
 
+def _class_head(header: str, doc: str, has_body: bool) -> list[str]:
+    """A mirror class's first lines: ``class ...:``, its docstring, and a blank line before a body."""
+    return [header, _docstring(doc), *(["\n"] if has_body else [])]
+
+
 def _enum(definition: ir.EnumDef, scope: Scope) -> str:
     scope.imports.add("_enum")
-    lines = [
-        f"class {definition.name}({_ENUM_BASES[definition.base]}):\n",
-        _docstring(f"Mirror of ``{definition.origin}``."),
-    ]
-    if definition.members:
-        lines.append("\n")
+    header = f"class {definition.name}({_ENUM_BASES[definition.base]}):\n"
+    lines = _class_head(header, f"Mirror of ``{definition.origin}``.", bool(definition.members))
     canonical: dict[tuple[type, str | int], str] = {}
     for name, value in definition.members:
         first = canonical.setdefault((type(value), value), name)
@@ -212,9 +213,9 @@ def _struct(definition: ir.StructDef, scope: Scope) -> str:
     header = f"class {definition.name}({', '.join(bases)}, {options}):\n"
     if not nodes.fits(header.rstrip()):
         header = nodes.exploded(f"class {definition.name}(", [*bases, *options.split(", ")], "):") + "\n"
-    lines = [header, _docstring(f"Mirror of ``{definition.origin}`` ({definition.source}).")]
-    if definition.fields:
-        lines.append("\n")
+    lines = _class_head(
+        header, f"Mirror of ``{definition.origin}`` ({definition.source}).", bool(definition.fields)
+    )
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
         lines.append(_default_comment(f))
         lines.append(_struct_field(f, name, scope, alias_hint(definition.name, f.name)))
@@ -278,9 +279,7 @@ def _typeddict(definition: ir.TypedDictDef, scope: Scope) -> str:
 def _typeddict_class(
     name: str, doc: str, fields: Sequence[ir.Field] | Sequence[ir.Param], scope: Scope, owner: str = ""
 ) -> str:
-    lines = [f"class {name}(_t.TypedDict):\n", _docstring(doc)]
-    if fields:
-        lines.append("\n")
+    lines = _class_head(f"class {name}(_t.TypedDict):\n", doc, bool(fields))
     for f in fields:
         wrap = "" if f.required else "_t.NotRequired"
         hint = alias_hint(owner or name, f.name)
@@ -292,12 +291,8 @@ def _typeddict_class(
 
 def _namedtuple(definition: ir.NamedTupleDef, scope: Scope) -> str:
     scope.imports.add("_t")
-    lines = [
-        f"class {definition.name}(_t.NamedTuple):\n",
-        _docstring(f"Mirror of ``{definition.origin}`` (NamedTuple; an array on the wire)."),
-    ]
-    if definition.fields:
-        lines.append("\n")
+    doc = f"Mirror of ``{definition.origin}`` (NamedTuple; an array on the wire)."
+    lines = _class_head(f"class {definition.name}(_t.NamedTuple):\n", doc, bool(definition.fields))
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
         hint = alias_hint(definition.name, f.name)
         lines.append(f"    {name}: {field_annotation(f.type, scope, f'    {name}: ', hint=hint)}\n")
