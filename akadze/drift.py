@@ -25,10 +25,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pydantic
 
 from akadze.errors import ArgsSchemaMismatch
+
+_Key = TypeVar("_Key", bound=tuple[str, ...])
 
 __all__ = ["ArgsSchemaMismatch", "DriftLog", "DriftVerdict", "check_drift", "describe"]
 
@@ -58,23 +61,21 @@ class DriftLog:
 
     def note(self, task_name: str, job_fp: str) -> bool:
         """Count one job; True the first time this pair is seen (log it then)."""
-        key = (task_name, job_fp)
-        with self._lock:
-            seen = self.counts.get(key)
-            if seen is None and len(self.counts) >= self.limit:
-                return False
-            self.counts[key] = (seen or 0) + 1
-            return seen is None
+        return self._count(self.counts, (task_name, job_fp))
 
     def note_mismatch(self, task_name: str, job_fp: str, worker_fp: str) -> bool:
         """Count one job that failed on a schema mismatch; True the first time for this task
         and pair of fingerprints (log it then)."""
-        key = (task_name, job_fp, worker_fp)
+        return self._count(self.mismatches, (task_name, job_fp, worker_fp))
+
+    def _count(self, table: dict[_Key, int], key: _Key) -> bool:
+        """One more for ``key``; True the first time. A table at ``limit`` keys counts only
+        the keys it has."""
         with self._lock:
-            seen = self.mismatches.get(key)
-            if seen is None and len(self.mismatches) >= self.limit:
+            seen = table.get(key)
+            if seen is None and len(table) >= self.limit:
                 return False
-            self.mismatches[key] = (seen or 0) + 1
+            table[key] = (seen or 0) + 1
             return seen is None
 
 
