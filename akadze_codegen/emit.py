@@ -9,7 +9,6 @@ a content hash, so ``--check`` can tell a stale file from one edited by hand.
 
 from __future__ import annotations
 
-import keyword
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -22,13 +21,10 @@ from akadze_codegen.annotations import (
     IMPORTS,
     STDLIB,
     Scope,
-    alias_hint,
     annotation,
-    field_annotation,
-    literal_value,
-    referenced_names as _referenced,
     refs as _refs,
 )
+from akadze_codegen.classes import definition_code, docstring, quoted, typeddict_class
 from akadze_codegen.naming import class_name
 from akadze_codegen.write import CONTENT_PREFIX, MANIFEST_FILE, MARKER, content_hash
 
@@ -37,15 +33,6 @@ TYPES_MODULE = "_types"
 _BUILTIN_NAMES = frozenset(
     {"bool", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"}
 )
-_ENUM_BASES = {
-    "enum": "_enum.Enum",
-    "str": "str, _enum.Enum",
-    "int": "int, _enum.Enum",
-    "strenum": "_enum.StrEnum",
-    "intenum": "_enum.IntEnum",
-    "flag": "_enum.Flag",
-    "intflag": "_enum.IntFlag",
-}
 
 
 def render(manifest: ir.Manifest) -> dict[str, bytes]:
@@ -92,7 +79,7 @@ def _shortest_fitting(build: Callable[..., str], *args: Any, **kwargs: Any) -> s
     for limit in ALIAS_NAME_LIMITS:
         text = build(*args, **kwargs, name_limit=limit)
         # a line too long, or a value wrapped in parentheses (which ruff unwraps at a longer
-        # line length): the fallbacks _struct_field takes when an alias name is too long
+        # line length): the fallbacks classes._struct_field takes when an alias name is too long
         long_lines = sum(not nodes.fits(line) or line.endswith(" = (") for line in text.splitlines())
         if long_lines == 0:
             return text
@@ -114,7 +101,7 @@ def _types_module(manifest: ir.Manifest, name_limit: int) -> str:
     classes = [d for d in manifest.types if not isinstance(d, ir.NewTypeDef)]
     newtypes = _newtypes_in_order([d for d in manifest.types if isinstance(d, ir.NewTypeDef)])
     for definition in classes:
-        blocks.append(_definition(definition, scope))
+        blocks.append(definition_code(definition, scope))
     if newtypes:
         lines = []
         for nt in newtypes:
@@ -139,164 +126,6 @@ def _newtypes_in_order(newtypes: list[ir.NewTypeDef]) -> list[ir.NewTypeDef]:
         for name in ready:
             ordered.append(remaining.pop(name))
     return ordered
-
-
-def _definition(definition: ir.Definition, scope: Scope) -> str:
-    if isinstance(definition, ir.EnumDef):
-        return _enum(definition, scope)
-    if isinstance(definition, ir.StructDef):
-        return _struct(definition, scope)
-    if isinstance(definition, ir.TypedDictDef):
-        return _typeddict(definition, scope)
-    if isinstance(definition, ir.NamedTupleDef):
-        return _namedtuple(definition, scope)
-    raise AssertionError(definition)  # NewTypeDef is rendered apart
-
-
-def _docstring(text: str, indent: str = "    ") -> str:
-    clean = text.replace("\\", "/").replace('"', "'").strip()
-    return f'{indent}"""{clean}"""\n'
-
-
-def _class_head(header: str, doc: str, has_body: bool) -> list[str]:
-    """A mirror class's first lines: ``class ...:``, its docstring, and a blank line before a body."""
-    return [header, _docstring(doc), *(["\n"] if has_body else [])]
-
-
-def _enum(definition: ir.EnumDef, scope: Scope) -> str:
-    scope.imports.add("_enum")
-    header = f"class {definition.name}({_ENUM_BASES[definition.base]}):\n"
-    lines = _class_head(header, f"Mirror of ``{definition.origin}``.", bool(definition.members))
-    canonical: dict[tuple[type, str | int], str] = {}
-    for name, value in definition.members:
-        first = canonical.setdefault((type(value), value), name)
-        # an alias names its canonical member (a repeated literal trips ruff's PIE796)
-        text = first if first != name else nodes.code(nodes.literal(value))
-        lines.append(f"    {name} = {text}\n")
-    return "".join(lines)
-
-
-def _field_names(fields: Sequence[ir.Field], renamable: bool) -> list[str]:
-    """Python names for a class's fields that shadow nothing its annotations mention."""
-    mentioned: set[str] = set()
-    for f in fields:
-        mentioned |= _referenced(f.type)
-    if renamable:
-        mentioned |= {"_msgspec", "_t"}
-    out: list[str] = []
-    taken = {f.name for f in fields}
-    for f in fields:
-        name = f.name
-        if renamable and (name in mentioned or name.startswith("_") or keyword.iskeyword(name)):
-            base = name.strip("_") or "field"
-            name = f"{base}_"
-            while name in mentioned or name in taken:
-                name += "_"
-            taken.add(name)
-        out.append(name)
-    return out
-
-
-def _default_comment(f: ir.Field | ir.Param) -> str:
-    if f.default is None:
-        return ""
-    return f"    # worker default: {f.default}\n"
-
-
-def _struct(definition: ir.StructDef, scope: Scope) -> str:
-    bases = ["_msgspec.Struct"]
-    scope.imports.add("_msgspec")
-    if definition.type_params:
-        scope.imports.add("_t")
-        bases.append(f"_t.Generic[{', '.join(definition.type_params)}]")
-    options = "kw_only=True, forbid_unknown_fields=True" if definition.forbid_unknown else "kw_only=True"
-    header = f"class {definition.name}({', '.join(bases)}, {options}):\n"
-    if not nodes.fits(header.rstrip()):
-        header = nodes.exploded(f"class {definition.name}(", [*bases, *options.split(", ")], "):") + "\n"
-    lines = _class_head(
-        header, f"Mirror of ``{definition.origin}`` ({definition.source}).", bool(definition.fields)
-    )
-    for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
-        lines.append(_default_comment(f))
-        lines.append(_struct_field(f, name, scope, alias_hint(definition.name, f.name)))
-    return "".join(lines)
-
-
-def _struct_field(f: ir.Field, name: str, scope: Scope, hint: str) -> str:
-    """One field line, short enough for ruff to leave alone (see annotations.fit)."""
-    node = f.type
-    if f.literal_default and isinstance(f.type, ir.Lit):
-        value = nodes.code(literal_value(f.type.values[0], scope))
-        if name != f.wire:
-            value = f"_msgspec.field(default={value}, name={_q(f.wire)})"
-    elif f.required:
-        value = f"_msgspec.field(name={_q(f.wire)})" if name != f.wire else ""
-    else:
-        node = ir.Union([node, ir.Ref("_msgspec.UnsetType")])
-        value = "_msgspec.UNSET"
-        if name != f.wire:
-            value = f"_msgspec.field(default=_msgspec.UNSET, name={_q(f.wire)})"
-    suffix = f" = {value}" if value else ""
-    ann = field_annotation(node, scope, f"    {name}: ", suffix, hint=hint)
-    line = f"    {name}: {ann}{suffix}"
-    if nodes.fits(line) or not value:
-        return line + "\n"
-    # still too long: one alias for the whole annotation, then the value split as ruff splits
-    # it (with a magic trailing comma, so that a longer line length keeps it split)
-    ann = nodes.code(annotation(scope.hoist(node, hint), scope))
-    line = f"    {name}: {ann}{suffix}"
-    if nodes.fits(line):
-        return line + "\n"
-    head = f"    {name}: {ann} = _msgspec.field("
-    if value.startswith("_msgspec.field(") and nodes.fits(head):
-        arguments = value.removeprefix("_msgspec.field(").removesuffix(")").split(", ")
-        return nodes.exploded(head.lstrip(), arguments, ")", indent="    ") + "\n"
-    return f"    {name}: {ann} = (\n        {value}\n    )\n"
-
-
-def _q(text: str) -> str:
-    return nodes.code(nodes.string(text))
-
-
-def _typeddict(definition: ir.TypedDictDef, scope: Scope) -> str:
-    scope.imports.add("_t")
-    doc = f"Mirror of ``{definition.origin}`` (TypedDict)."
-    if all(f.name.isidentifier() and not keyword.iskeyword(f.name) for f in definition.fields):
-        return _typeddict_class(definition.name, doc, definition.fields, scope)
-    # keys that are not identifiers need the functional form; string values stay lazy
-    items = []
-    for f in definition.fields:
-        ann = nodes.code(annotation(f.type, scope))
-        if not f.required:
-            ann = f"_t.NotRequired[{ann}]"
-        items.append(f"{_q(f.wire)}: {_q(ann)}")
-    return (
-        nodes.exploded(f'{definition.name} = _t.TypedDict(\n    "{definition.name}",\n    {{', items, "},\n)")
-        + "\n"
-    )
-
-
-def _typeddict_class(
-    name: str, doc: str, fields: Sequence[ir.Field] | Sequence[ir.Param], scope: Scope, owner: str = ""
-) -> str:
-    lines = _class_head(f"class {name}(_t.TypedDict):\n", doc, bool(fields))
-    for f in fields:
-        wrap = "" if f.required else "_t.NotRequired"
-        hint = alias_hint(owner or name, f.name)
-        ann = field_annotation(f.type, scope, f"    {f.name}: ", wrap=wrap, hint=hint)
-        lines.append(_default_comment(f))
-        lines.append(f"    {f.name}: {ann}\n")
-    return "".join(lines)
-
-
-def _namedtuple(definition: ir.NamedTupleDef, scope: Scope) -> str:
-    scope.imports.add("_t")
-    doc = f"Mirror of ``{definition.origin}`` (NamedTuple; an array on the wire)."
-    lines = _class_head(f"class {definition.name}(_t.NamedTuple):\n", doc, bool(definition.fields))
-    for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
-        hint = alias_hint(definition.name, f.name)
-        lines.append(f"    {name}: {field_annotation(f.type, scope, f'    {name}: ', hint=hint)}\n")
-    return "".join(lines)
 
 
 # -- task modules and __init__.py ----------------------------------------------------------
@@ -391,7 +220,7 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     scope.imports |= {"_t", "_rt"}
     cls = class_name(task.attr)
     args = f"{cls}Args"
-    args_block = _typeddict_class(args, f"Arguments of task ``{task.name}``.", task.params, scope, owner=cls)
+    args_block = typeddict_class(args, f"Arguments of task ``{task.name}``.", task.params, scope, owner=cls)
     summary = f"Task ``{task.name}`` on queue ``{task.queue}``."
     if task.doc:
         summary = f"{summary[:-1]}: {task.doc}"
@@ -409,13 +238,13 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     header = f"class {cls}(_rt.RemoteTask[{args}]):"
     if not nodes.fits(header):
         header = nodes.exploded(f"class {cls}(", [f"_rt.RemoteTask[{args}]"], "):")
-    class_block = f"{header}\n{_docstring(summary)}\n{enqueue}"
+    class_block = f"{header}\n{docstring(summary)}\n{enqueue}"
     items = [
-        _q(task.name),
-        f"queue={_q(task.queue)}",
+        quoted(task.name),
+        f"queue={quoted(task.queue)}",
         f"priority={task.priority}",
         f"max_attempts={task.max_attempts}",
-        f"args_fp={_q(task.args_fp)}",
+        f"args_fp={quoted(task.args_fp)}",
         f"args_type={args}",
     ]
     if task.unique is not None:
@@ -450,7 +279,7 @@ def _import_from(module: str, names: Iterable[str]) -> str:
 
 
 def _all(names: Iterable[str]) -> str:
-    items = [_q(n) for n in sorted(names, key=all_key)]
+    items = [quoted(n) for n in sorted(names, key=all_key)]
     line = f"__all__ = [{', '.join(items)}]"
     if nodes.fits(line):
         return line + "\n"
@@ -482,6 +311,6 @@ def _module(
 
 def _unique_call(unique: ir.UniqueSpec) -> str:
     """The client's Unique, built from the manifest's record (akadze.client.unique_option)."""
-    args = "None" if unique.args is None else "[" + ", ".join(_q(name) for name in unique.args) + "]"
-    states = "[" + ", ".join(_q(state) for state in unique.states) + "]"
+    args = "None" if unique.args is None else "[" + ", ".join(quoted(name) for name in unique.args) + "]"
+    states = "[" + ", ".join(quoted(state) for state in unique.states) + "]"
     return f"_rt.unique_option(args={args}, period_s={unique.period_s!r}, states={states})"
