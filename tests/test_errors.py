@@ -4,7 +4,11 @@ users met them in first still export them; codegen's errors share one base."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
+import string
+
+import pytest
 
 import akadze.client
 import akadze.drift
@@ -92,3 +96,31 @@ def test_codegen_errors_share_one_base() -> None:
         "akadze_codegen/problems.py:AkadzeCodegenError",
         "akadze_codegen/problems.py:CodegenError",
     ]
+
+
+def _library_errors() -> list[type[errors.AkadzeError]]:
+    return [
+        value
+        for value in vars(errors).values()
+        if isinstance(value, type)
+        and issubclass(value, errors.AkadzeError)
+        and value is not errors.AkadzeError
+    ]
+
+
+@pytest.mark.parametrize("error", _library_errors(), ids=lambda error: error.__name__)
+def test_every_template_names_only_the_fields_of_its_error(error: type[errors.AkadzeError]) -> None:
+    named = {field for _, field, _, _ in string.Formatter().parse(error.template) if field}
+    fields = {f.name for f in dataclasses.fields(error)} if dataclasses.is_dataclass(error) else set()
+    assert named <= fields, f"{error.__name__}.template names {sorted(named - fields)}"
+
+
+def test_an_error_carries_its_values_and_says_them() -> None:
+    error = errors.ArgsTooLargeError("mail.send", 2_000_000, 1_000_000)
+    assert (error.task_name, error.size, error.limit) == ("mail.send", 2_000_000, 1_000_000)
+    assert str(error).startswith("arguments of task 'mail.send' encode to 2000000 bytes")
+    assert error.args == (str(error),)
+    assert {error} == {error}  # hashable, by identity
+    edited = errors.MigrationEditedError("0001_initial.sql", recorded="a" * 64, shipped="b" * 64)
+    assert f"checksum {'a' * 12} but the shipped file has {'b' * 12}:" in str(edited)
+    assert str(errors.ConfigError("bad port")) == "bad port"
