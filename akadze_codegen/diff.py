@@ -17,7 +17,8 @@ from pathlib import Path
 import msgspec
 
 from akadze_codegen import signature as ir
-from akadze_codegen.compat import Change, Order, TypeComparison, Verdict, describe, requirement_changed
+from akadze_codegen.changes import Change, Order, Verdict, requirement_changed
+from akadze_codegen.compat import TypeComparison, describe
 from akadze_codegen.problems import AkadzeCodegenError
 from akadze_codegen.write import MANIFEST_FILE
 
