@@ -3,19 +3,122 @@
 Each group lives in its own module (akadze/cli/<group>.py, or the package that owns it) and
 is mounted here by one line in the registration block below; what the groups share (exit
 codes, finding the app and the database, tables) is akadze/cli/common.py.
+
+Only ``worker`` is imported with this module. Every other group is imported when it is run, or
+when a help page or a typo's suggestions need its name and help line: a worker process holds
+only the modules it runs (no codegen, no dashboard, no listing commands; docs/performance.md,
+"Worker memory"). tests/cli/test_worker_imports.py holds this.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
-from akadze.cli import db, jobs, queues, schedules, web, worker, workers
-from akadze_codegen.cli import app as codegen
+from akadze.cli import worker
+
+
+def _db(root: typer.Typer) -> None:
+    from akadze.cli import db
+
+    root.add_typer(db.app, name="db")
+
+
+def _jobs(root: typer.Typer) -> None:
+    from akadze.cli import jobs
+
+    root.add_typer(jobs.app, name="jobs")
+
+
+def _schedules(root: typer.Typer) -> None:
+    from akadze.cli import schedules
+
+    root.add_typer(schedules.app, name="schedules")
+
+
+def _queues(root: typer.Typer) -> None:
+    from akadze.cli import queues
+
+    root.add_typer(queues.app, name="queues")
+
+
+def _workers(root: typer.Typer) -> None:
+    from akadze.cli import workers
+
+    root.add_typer(workers.app, name="workers")
+
+
+def _web(root: typer.Typer) -> None:
+    from akadze.cli import web
+
+    root.command("web")(web.web)
+
+
+def _codegen(root: typer.Typer) -> None:
+    from akadze_codegen.cli import app as codegen
+
+    root.add_typer(codegen, name="codegen")
+
+
+# -- registration: one line per command group, in the order --help lists them -----------------
+#: each mounts its group on the Typer it is given, as a registration line of the root would
+_LAZY: dict[str, Callable[[typer.Typer], None]] = {
+    "web": _web,
+    "db": _db,
+    "jobs": _jobs,
+    "schedules": _schedules,
+    "queues": _queues,
+    "workers": _workers,
+    "codegen": _codegen,
+}
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The root's commands: the ones built with the root, then each lazy group, built (and its
+    module imported) on first lookup. Every name is listed without importing anything."""
+
+    def __init__(self, built: MutableMapping[str, Any]) -> None:
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built and name in _LAZY:
+            holder = typer.Typer()
+            _LAZY[name](holder)
+            self._built[name] = typer.main.get_group(holder).commands[name]
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._built
+        yield from (name for name in _LAZY if name not in self._built)
+
+    def __len__(self) -> int:
+        return len(self._built.keys() | _LAZY.keys())
+
+
+class _Root(TyperGroup):
+    """typer's group, whose commands are a :class:`_Commands`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return self.commands.get(cmd_name)
+
 
 app = typer.Typer(
     name="akadze",
+    cls=_Root,
     help="A code-first task queue on PostgreSQL.",
     no_args_is_help=True,
     add_completion=False,
@@ -41,15 +144,7 @@ def _root(
     """A code-first task queue on PostgreSQL."""
 
 
-# -- registration: one line per command group -----------------------------------------------
 app.command("worker")(worker.worker)
-app.add_typer(db.app, name="db")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(schedules.app, name="schedules")
-app.add_typer(queues.app, name="queues")
-app.add_typer(workers.app, name="workers")
-app.command("web")(web.web)
-app.add_typer(codegen, name="codegen")
 
 
 def main() -> None:
