@@ -72,6 +72,16 @@ PEERS: dict[str, Peer] = {
             "OpenTelemetry tracing on (SDK, batch processor, an exporter that drops the spans)",
         ),
         Peer(
+            "akadze_cli",
+            "akadze, worker through the command line",
+            "adapter_akadze.py",
+            None,
+            options={"cli": True},
+            note="as akadze, with the drain's worker run by the `akadze worker APP --burst --slots c` "
+            "command (akadze.cli.main, in a thread of the adapter): the worker's peak RSS holds "
+            "what the command line imports; the other steps are akadze's",
+        ),
+        Peer(
             "akadze_unique",
             "akadze, unique jobs",
             "adapter_akadze.py",

@@ -10,6 +10,10 @@ With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every proces
 TracerProvider, a BatchSpanProcessor and an exporter that drops what it gets: the cost of the
 spans, not of a network), and in the worker the Prometheus endpoint, scraped once a second.
 
+With ``cli`` (the akadze_cli peer), the drain's worker is the ``akadze worker`` command
+(``akadze.cli.main`` with ``__main__:cli_app --burst --slots c``, in a thread, since the command
+runs its own event loop): its peak RSS holds what the command line imports (issue 19.7).
+
 With ``flow`` (issue 14): ``unique`` declares the task with ``Unique(args=["i"])``, ``limit`` with a limit
 that never binds, ``keyed`` with concurrency 1 per value of ``k`` (job i has k = i % 100).
 """
@@ -138,11 +142,34 @@ async def produce(req: dict[str, Any]) -> dict[str, Any]:
         await app.dispose()
 
 
+#: the app the ``akadze worker __main__:cli_app`` command loads (the akadze_cli peer)
+cli_app: Akadze | None = None
+
+
+def _cli_worker(slots: int) -> None:
+    """``akadze worker __main__:cli_app --burst --slots N``, as the console script runs it."""
+    import sys
+
+    from akadze.cli import main
+
+    sys.argv = ["akadze", "worker", "__main__:cli_app", "--burst", "--slots", str(slots)]
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise RuntimeError(f"akadze worker exited {exc.code}") from None
+
+
 async def worker(req: dict[str, Any]) -> dict[str, Any]:
-    global _recorder
+    global _recorder, cli_app
     control = Control()
     rec = _recorder = Recorder(req["expect"])
     app, _ = _app(req)
+    if req.get("cli") and req["mode"] == "drain":
+        cli_app = app
+        emit("ready")
+        await asyncio.to_thread(_cli_worker, int(req["slots"]))
+        return rec.summary(time.perf_counter())
     w = Worker(app, queues=None, slots=int(req["slots"]))
     scraping = threading.Event()
     if req.get("observe"):
