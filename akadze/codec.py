@@ -70,7 +70,8 @@ _AS_STR: tuple[type, ...] = (PurePath, ipaddress.IPv4Address, ipaddress.IPv6Addr
 _AS_STR += (ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
 
 
-_encoder = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
+#: the arguments encoder (akadze.batch encodes with it too)
+ARGS_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
 _decoder = msgspec.json.Decoder()
 
 
@@ -110,7 +111,7 @@ class ArgsCodec:
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
         try:
-            payload = _encoder.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
+            payload = ARGS_ENCODER.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
         except (TypeError, NotImplementedError) as exc:
             raise TypeError(f"task {self.task_name!r}: {exc}") from None
         except RecursionError:
@@ -360,7 +361,7 @@ def encode_result(value: Any) -> str | None:
     if value is None:
         return None
     _check_json(value, "$", 0)
-    return _encoder.encode(value).decode()
+    return ARGS_ENCODER.encode(value).decode()
 
 
 def _check_json(value: Any, path: str, depth: int) -> None:
@@ -388,4 +389,4 @@ def _check_json(value: Any, path: str, depth: int) -> None:
 
 
 def encode_json(value: Any) -> str:
-    return _encoder.encode(value).decode()
+    return ARGS_ENCODER.encode(value).decode()

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze import observe, tracing
 from akadze.backoff import BackoffPolicy
+from akadze.batch import encode_many
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
@@ -221,7 +222,7 @@ class Task(Enqueuer, Generic[P, R]):
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
-        payloads = [self.codec.encode(item) for item in items]
+        payloads = encode_many(self.codec, items)
         if not payloads:
             return []
         return await insert_jobs(self._with_engine(), self._new_jobs(), payloads, self.app.hooks.on_enqueue)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
 from akadze.db.queries.connection import Connection, fetch
 from akadze.db.sql import Statement, statement
@@ -50,8 +51,17 @@ class EnqueueQueries:
 
     @staticmethod
     async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
-        rows = await fetch(conn, statement("enqueue_batch"), _new_params(new, list(args)))
-        return [_new_job(new, row, payload) for row, payload in zip(rows, args, strict=True)]
+        """One statement for the batch: the arguments go as one JSON array, and the ids come
+        back as one array (run_at and created_at are the same for every row of a statement)."""
+        whole = "[" + ",".join(args) + "]"
+        rows = await fetch(conn, statement("enqueue_batch"), _new_params(new, whole))
+        row = rows[0]
+        ids: list[int] = row["ids"]
+        decoded: list[dict[str, Any]] = msgspec.json.decode(whole)
+        first = _new_job(new, {"id": 0, "run_at": row["run_at"], "created_at": row["created_at"]}, None)
+        return [
+            replace(first, id=job_id, args=job_args) for job_id, job_args in zip(ids, decoded, strict=True)
+        ]
 
     @staticmethod
     async def enqueue_unique(conn: Connection, new: NewJobs, args: str, key: str) -> Job | None:
@@ -70,28 +80,45 @@ class EnqueueQueries:
         return {row["n"] - 1: _unique_job(new, row, args[row["n"] - 1]) for row in rows}
 
 
-def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str) -> Job:
+#: a new job before its fields are known; replace() fills them in (building a Job from keyword
+#: arguments costs about 2 us, replace() a third of that: enqueue returns a Job per row)
+_NEW = Job(
+    id=0,
+    task="",
+    queue="",
+    state=JobState.QUEUED,
+    priority=0,
+    args={},
+    attempt=0,
+    max_attempts=0,
+    run=0,
+    run_at=datetime.min,
+    expires_at=None,
+    cancel_requested=False,
+    errors=(),
+    result=None,
+    worker_id=None,
+    args_fp=None,
+    created_at=datetime.min,
+    started_at=None,
+    finished_at=None,
+)
+
+
+def _new_job(new: NewJobs, row: Mapping[str, Any], payload: str | None) -> Job:
     """A job just inserted: what the database decided comes from ``row``, the rest is known."""
-    return Job(
+    return replace(
+        _NEW,
         id=row["id"],
         task=new.task,
         queue=new.queue,
-        state=JobState.QUEUED,
         priority=new.priority,
-        args=msgspec.json.decode(payload),
-        attempt=0,
+        args={} if payload is None else msgspec.json.decode(payload),
         max_attempts=new.max_attempts,
-        run=0,
         run_at=row["run_at"],
         expires_at=new.expires_at,
-        cancel_requested=False,
-        errors=(),
-        result=None,
-        worker_id=None,
         args_fp=new.args_fp,
         created_at=row["created_at"],
-        started_at=None,
-        finished_at=None,
         trace_context=new.trace_context,
     )
 

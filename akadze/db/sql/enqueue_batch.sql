@@ -1,6 +1,7 @@
--- enqueue_batch: inserts many jobs of one task with the same options in one statement;
--- rows come back in input order (identity values follow the ordinality). One NOTIFY at most.
--- Only what the database decided comes back (id, run_at, created_at): not the arguments.
+-- enqueue_batch: inserts many jobs of one task with the same options in one statement.
+-- :args is one JSON array, an element per job; the ids come back as one array in input order
+-- (identity values follow the ordinality), with the run_at and created_at every row shares
+-- (one statement: one now()). One NOTIFY at most. Not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
         task, queue, priority, args, args_fp, max_attempts, run_at, expires_at, trace_context
@@ -15,7 +16,7 @@ WITH job AS (
         COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
         CAST(:expires_at AS timestamptz),
         :trace_context
-    FROM unnest(CAST(:args AS jsonb[])) WITH ORDINALITY AS a(args, n)
+    FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
     ORDER BY a.n
     RETURNING id, run_at, created_at
 ),
@@ -23,6 +24,9 @@ wake AS (
     SELECT pg_notify('akadze_jobs', :queue)
     WHERE COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))) <= now()
 )
-SELECT job.id, job.run_at, job.created_at, (SELECT count(*) FROM wake) AS notified
+SELECT
+    array_agg(job.id ORDER BY job.id) AS ids,
+    min(job.run_at) AS run_at,
+    min(job.created_at) AS created_at,
+    (SELECT count(*) FROM wake) AS notified
 FROM job
-ORDER BY job.id

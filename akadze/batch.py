@@ -1,0 +1,59 @@
+"""The arguments of many jobs encoded at once (``task.enqueue_many``).
+
+The same result and the same errors as :meth:`ArgsCodec.encode` on each item, with the steps
+that cost Python time per item done once for the batch: one validation call for the whole
+list, one msgspec encode per item in a comprehension, and the payload checks (size, nesting,
+NUL, NaN behind a null) as scans over the batch. Whenever a batch check could fail, or the
+validation or the encoding raises, the items go through ``encode`` one by one, which raises
+exactly what it always raises for the first bad item. Measured in docs/performance.md
+("Scale": enqueue).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pydantic_core
+from pydantic_core import core_schema
+
+from akadze.codec import ARGS_ENCODER, ArgsCodec
+from akadze.stored import MAX_JSON_DEPTH
+
+#: a task's argument adapter -> a validator of a list of such arguments (built on first use)
+_LISTS: weakref.WeakKeyDictionary[Any, pydantic_core.SchemaValidator] = weakref.WeakKeyDictionary()
+
+
+def _list_validator(codec: ArgsCodec) -> pydantic_core.SchemaValidator:
+    validator = _LISTS.get(codec.adapter)
+    if validator is None:
+        validator = pydantic_core.SchemaValidator(core_schema.list_schema(codec.adapter.core_schema))
+        _LISTS[codec.adapter] = validator
+    return validator
+
+
+def encode_many(codec: ArgsCodec, items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``[codec.encode(item) for item in items]``, faster for a batch of plain arguments."""
+    given = list(items)
+    if len(given) < 2 or codec.wire_keys:
+        return [codec.encode(item) for item in given]
+    try:
+        validated = _list_validator(codec).validate_python([dict(item) for item in given])
+        encoded = [ARGS_ENCODER.encode(value) for value in validated]
+    except Exception:
+        # encode raises what it always raises for the first bad item
+        return [codec.encode(item) for item in given]
+    if (
+        max(map(len, encoded)) > codec.max_bytes
+        or any(p.count(b"[") + p.count(b"{") > MAX_JSON_DEPTH for p in encoded)
+        or _scan(b",".join(encoded), codec.may_hold_float)
+    ):
+        return [codec.encode_validated(value) for value in validated]
+    return [p.decode() for p in encoded]
+
+
+def _scan(joined: bytes, may_hold_float: bool) -> bool:
+    """Whether some item may hold a NUL (refused) or a NaN written as null: then every item
+    takes encode_validated's exact checks."""
+    return b"\\u0000" in joined or (may_hold_float and b"null" in joined)
