@@ -82,6 +82,15 @@ PEERS: dict[str, Peer] = {
             "what the command line imports; the other steps are akadze's",
         ),
         Peer(
+            "akadze_cli_base",
+            "akadze at --base-ref, worker through the command line",
+            "adapter_akadze.py",
+            None,
+            options={"cli": True},
+            base=True,
+            note="as akadze_cli, with the akadze/ of --base-ref",
+        ),
+        Peer(
             "akadze_unique",
             "akadze, unique jobs",
             "adapter_akadze.py",
