@@ -1,0 +1,303 @@
+"""Scale measurements of issue 19 (docs/performance.md, "Scale"): retention that keeps up, and
+many worker processes, direct and through PgBouncer in transaction mode.
+
+    .venv/bin/python -m bench.scale retention --akadze-ref HEAD   # pruning on vs off, one worker
+    .venv/bin/python -m bench.scale processes --akadze-ref HEAD   # 1 vs 4 processes, direct vs PgBouncer
+
+Every trial starts on a fresh database ``bench_scale`` (dropped and created), migrated, with
+--jobs ready no-op jobs enqueued by ``enqueue_many`` and ANALYZEd. Worker processes
+(bench/scale_worker.py) import a copy of ``akadze/`` taken at start (the working tree, or the tree
+of --akadze-ref), are built, and start together on a ``go``. Throughput is the jobs started over
+the span from the first start to the last, across every process. Variants are interleaved and
+their order rotates each repeat; figures are medians (min-max), ratios taken within a repeat.
+
+- retention: one worker, --slots 50, serving (a burst run prunes nothing), every default service;
+  ``prune_off`` drops the pruner, ``prune_on`` runs it every --interval-s with retention
+  --retention-s. Twice a second the harness reads the finished rows, the age of the oldest one,
+  the table's rows and size and its dead tuples (the server runs with autovacuum off).
+- processes: ``p1_direct`` one process with --slots; ``p4_direct`` four processes sharing the same
+  slots; ``p1_bouncer`` and ``p4_bouncer`` the same through PgBouncer (Debian's, transaction mode,
+  --pool-size server connections; started as tests/faults/pgbouncer.py starts it). Burst mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+CHILD = BENCH_DIR / "scale_worker.py"
+DB = "bench_scale"
+
+SAMPLE_SQL = """
+SELECT count(*) FILTER (WHERE state IN ('succeeded', 'failed', 'cancelled')) AS finished,
+       extract(epoch FROM now() - min(finished_at)) AS oldest_s,
+       count(*) AS rows,
+       pg_total_relation_size('akadze_jobs') AS bytes,
+       (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'akadze_jobs') AS dead
+FROM akadze_jobs
+"""
+
+
+def with_db(dsn: str, db: str, port: int | None = None) -> str:
+    base, _, _ = dsn.rpartition("/")
+    if port is not None:
+        base = base.rsplit(":", 1)[0] + f":{port}"
+    return f"{base}/{db}"
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace, akadze_path: Path, log_dir: Path) -> None:
+        self.args = args
+        self.akadze_path = akadze_path
+        self.log_dir = log_dir
+
+    async def fresh(self) -> str:
+        admin = await asyncpg.connect(self.args.dsn)
+        try:
+            await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+            await admin.execute(f"CREATE DATABASE {DB}")
+        finally:
+            await admin.close()
+        url = with_db(self.args.dsn, DB)
+        from akadze import Akadze
+
+        app = Akadze(database_url=url)
+        try:
+            await app.migrate()
+
+            @app.task("bench.noop", queue="default")
+            async def noop(i: int) -> None: ...
+
+            for first in range(0, self.args.jobs, 5000):
+                await noop.enqueue_many([{"i": i} for i in range(first, min(first + 5000, self.args.jobs))])
+        finally:
+            await app.dispose()
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("ANALYZE akadze_jobs")
+        finally:
+            await conn.close()
+        return url
+
+    async def workers(
+        self, requests: list[dict[str, Any]], name: str, sampler: Any = None
+    ) -> list[dict[str, Any]]:
+        """Start the processes, wait until each is ready, send go, collect the results."""
+        env = {**os.environ, "PYTHONPATH": str(self.akadze_path)}
+        procs = []
+        for n, req in enumerate(requests):
+            with open(self.log_dir / f"{name}-{n}.log", "ab") as err:
+                procs.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        str(CHILD),
+                        json.dumps(req),
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=err,
+                        cwd=str(REPO_DIR),
+                        env=env,
+                    )
+                )
+        try:
+            async with asyncio.timeout(600):
+                for proc in procs:
+                    assert proc.stdout is not None
+                    msg = json.loads(await proc.stdout.readline())
+                    if msg["event"] != "ready":
+                        raise RuntimeError(f"{name}: {msg}")
+                for proc in procs:
+                    assert proc.stdin is not None
+                    proc.stdin.write(b"go\n")
+                    await proc.stdin.drain()
+                sampling = asyncio.create_task(sampler()) if sampler else None
+                results = []
+                for proc in procs:
+                    assert proc.stdout is not None
+                    msg = json.loads(await proc.stdout.readline())
+                    if msg["event"] != "result":
+                        raise RuntimeError(f"{name}: {msg} (see {self.log_dir})")
+                    results.append(msg)
+                    await proc.wait()
+                if sampling is not None:
+                    sampling.cancel()
+                return results
+        finally:
+            for proc in procs:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+
+def rate_of(results: list[dict[str, Any]]) -> dict[str, Any]:
+    started = sum(r["started"] for r in results)
+    span = max(r["last"] for r in results if r["last"]) - min(r["first"] for r in results if r["first"])
+    return {
+        "started": started,
+        "rate": started / span,
+        "per_process": [r["started"] for r in results],
+        "maxrss_mb": max(r["maxrss_kb"] for r in results) / 1024,
+        "cpu_s": sum(r["cpu_s"] for r in results),
+        "tenths": results[0]["tenths"] if len(results) == 1 else None,
+    }
+
+
+async def retention_trial(h: Harness, variant: str) -> dict[str, Any]:
+    a = h.args
+    url = await h.fresh()
+    prune = {"retention_s": a.retention_s, "interval_s": a.interval_s} if variant == "prune_on" else None
+    samples: list[dict[str, Any]] = []
+
+    async def sampler() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            t0 = time.perf_counter()
+            while True:
+                row = await conn.fetchrow(SAMPLE_SQL)
+                samples.append(
+                    {
+                        "t": time.perf_counter() - t0,
+                        **{k: (float(v) if v is not None else None) for k, v in row.items()},
+                    }
+                )
+                await asyncio.sleep(0.5)
+        finally:
+            await conn.close()
+
+    req = {"dsn": url, "slots": a.slots, "mode": "serve", "expect": a.jobs, "prune": prune}
+    results = await h.workers([req], f"retention-{variant}", sampler)
+    out = rate_of(results)
+    out["samples"] = samples
+    out["max_finished"] = max((s["finished"] for s in samples), default=None)
+    out["max_oldest_s"] = max((s["oldest_s"] or 0 for s in samples), default=None)
+    out["end"] = samples[-1] if samples else None
+    return out
+
+
+async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) -> dict[str, Any]:
+    a = h.args
+    url = await h.fresh()
+    n = 4 if variant.startswith("p4") else 1
+    dsn = with_db(a.dsn, DB, bouncer_port) if variant.endswith("bouncer") else url
+    slots = [a.slots // n + (1 if k < a.slots % n else 0) for k in range(n)]
+    reqs = [{"dsn": dsn, "slots": s, "mode": "burst", "prune": None} for s in slots]
+    return rate_of(await h.workers(reqs, f"processes-{variant}"))
+
+
+def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> str:
+    lines = [
+        f"| variant | jobs/s median (min-max) | ratio to {base} (per repeat) | extra |",
+        "|---|---|---|---|",
+    ]
+    for v in variants:
+        mine = [r for r in records if r["variant"] == v]
+        rates = [r["rate"] for r in mine]
+        ratios = [
+            r["rate"] / b["rate"]
+            for r in mine
+            for b in records
+            if b["variant"] == base and b["rep"] == r["rep"]
+        ]
+        extra = ""
+        if "max_finished" in mine[0]:
+            extra = "max finished rows " + ", ".join(f"{r['max_finished']:.0f}" for r in mine)
+            extra += "; oldest finished s " + ", ".join(f"{r['max_oldest_s']:.1f}" for r in mine)
+        else:
+            extra = "jobs per process " + "; ".join("/".join(map(str, r["per_process"])) for r in mine)
+        lines.append(
+            f"| {v} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
+            f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {extra} |"
+        )
+    return "\n".join(lines)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(REPO_DIR))
+    from bench.proc import snapshot_akadze
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    snap = BENCH_DIR / ".snapshot" / f"scale-{stamp}"
+    src = snapshot_akadze(snap, args.akadze_ref)
+    sys.path.insert(0, str(snap))
+    log_dir = BENCH_DIR / "logs" / f"scale-{stamp}"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    h = Harness(args, snap, log_dir)
+    meta = {
+        "what": args.what,
+        "akadze": src,
+        "jobs": args.jobs,
+        "slots": args.slots,
+        "load_start": os.getloadavg(),
+    }
+    bouncer = None
+    if args.what == "retention":
+        variants, base = ["prune_off", "prune_on"], "prune_off"
+        meta.update(retention_s=args.retention_s, interval_s=args.interval_s)
+    else:
+        variants, base = ["p1_direct", "p4_direct", "p1_bouncer", "p4_bouncer"], "p1_direct"
+        from tests.faults.pgbouncer import PgBouncer
+
+        host, port = "127.0.0.1", 5432
+        bouncer = PgBouncer(
+            Path(tempfile.mkdtemp(prefix="scale-bouncer-")), host, port, pool_size=args.pool_size
+        )
+        meta["pool_size"] = args.pool_size
+    records: list[dict[str, Any]] = []
+    try:
+        bport = await bouncer.start() if bouncer else None
+        for rep in range(args.repeat):
+            order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+            for v in order:
+                load = os.getloadavg()[0]
+                if args.what == "retention":
+                    rec = await retention_trial(h, v)
+                else:
+                    rec = await processes_trial(h, v, bport)
+                rec.update(variant=v, rep=rep, load1=load)
+                records.append(rec)
+                print(f"rep {rep} {v}: {rec['rate']:,.0f} jobs/s (load {load:.2f})", flush=True)
+    finally:
+        if bouncer:
+            await bouncer.stop()
+    meta["load_end"] = os.getloadavg()
+    table = summary(records, variants, base)
+    print(table)
+    Path(args.output).write_text(json.dumps({"meta": meta, "records": records, "table": table}, indent=1))
+    print(f"wrote {args.output}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["retention", "processes"])
+    ap.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    ap.add_argument(
+        "--jobs", type=int, default=None, help="jobs per trial (retention 200,000; processes 40,000)"
+    )
+    ap.add_argument("--slots", type=int, default=50, help="slots in total")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--retention-s", type=float, default=3.0)
+    ap.add_argument("--interval-s", type=float, default=1.0, help="seconds between pruner passes")
+    ap.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
+    ap.add_argument("--akadze-ref", default=None)
+    ap.add_argument("--output", default=None)
+    args = ap.parse_args()
+    if args.jobs is None:
+        args.jobs = 200_000 if args.what == "retention" else 40_000
+    args.output = args.output or str(BENCH_DIR / "results" / f"scale-{args.what}.json")
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""One worker process of ``python -m bench.scale`` (run as a script; imports nothing from bench).
+
+    python bench/scale_worker.py '<JSON request>'
+
+The request: ``dsn``, ``slots``, ``mode`` (``burst``: ``Worker.run(burst=True)``, returning once
+no ready job is left; ``serve``: ``Worker.run()`` with every service, stopped gracefully once
+``expect`` jobs have started) and ``prune`` (null: no pruner; or ``retention_s`` and
+``interval_s``: the app's retention and a pruner pass that often, the first at once). The
+task is a no-op that records ``time.perf_counter()`` (CLOCK_MONOTONIC, one clock for every
+process of the host). Lines on stdout: ``{"event": "ready"}`` once the worker is built, then
+after a ``go`` line on stdin the run, then ``{"event": "result", ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import resource
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+
+def emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+async def run(req: dict[str, Any]) -> dict[str, Any]:
+    from akadze import Akadze
+    from akadze.worker import Worker
+    from akadze.worker.pruner import pruner_service
+
+    prune = req.get("prune")
+    options: dict[str, Any] = {}
+    if prune:
+        options["retention"] = timedelta(seconds=prune["retention_s"])
+        options["grace"] = timedelta(seconds=prune["retention_s"] / 2)
+    app = Akadze(database_url=req["dsn"], **options)
+    starts: list[float] = []
+    expect = int(req.get("expect") or 0)
+    enough = asyncio.Event()
+
+    @app.task("bench.noop", queue="default")
+    async def noop(i: int) -> None:
+        starts.append(time.perf_counter())
+        if expect and len(starts) >= expect:
+            enough.set()
+
+    worker = Worker(app, slots=int(req["slots"]))
+    worker.services = [s for s in worker.services if getattr(s, "__name__", "") != "pruner"]
+    if prune:
+        worker.services.append(pruner_service(interval_s=prune["interval_s"], first_delay_s=0.0))
+    emit("ready")
+    await asyncio.to_thread(sys.stdin.readline)
+    try:
+        if req["mode"] == "burst":
+            await worker.run(burst=True)
+        else:
+            running = asyncio.create_task(worker.run())
+            await enough.wait()
+            worker.stop()
+            await running
+    finally:
+        await app.dispose()
+    n = len(starts)
+    tenths = []
+    if n >= 11:
+        edges = [starts[round(k * (n - 1) / 10)] for k in range(11)]
+        tenths = [((n - 1) / 10) / (b - a) if b > a else None for a, b in itertools.pairwise(edges)]
+    return {
+        "started": n,
+        "first": starts[0] if starts else None,
+        "last": starts[-1] if starts else None,
+        "tenths": tenths,
+        "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
+    }
+
+
+def main() -> None:
+    try:
+        emit("result", **asyncio.run(run(json.loads(sys.argv[1]))))
+    except BaseException as exc:
+        emit("error", error=f"{type(exc).__name__}: {exc}")
+        raise
+
+
+if __name__ == "__main__":
+    main()
