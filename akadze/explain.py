@@ -30,8 +30,8 @@ class Hold(msgspec.Struct, frozen=True):
 def hold_of(
     limit: Limit, holders: Sequence[tuple[str, int, datetime | None]], *, now: datetime
 ) -> Hold | None:
-    """Whether ``limit`` is full for the job, from the permits that fill its groups
-    (Queries.limit_holders: kind 'c' for concurrency, 'r' for rate, the holding job, free_at).
+    """Whether ``limit`` is full for the job, from the jobs that fill its group
+    (Queries.limit_holders: kind 'c' running, 'r' started in the rate window, the job, free_at).
     Never names the key's value (an argument): only the key's name."""
     per = f" per {limit.key}" if limit.key else ""
     running = [job_id for kind, job_id, _ in holders if kind == "c"]

@@ -255,7 +255,11 @@ async def test_a_rate_permit_is_spent_for_its_window(app: Akadze, database_url: 
     assert len(await claim(database_url, limits)) == 2
     await execute(database_url, "UPDATE akadze_jobs SET state = 'succeeded' WHERE state = 'running'")
     assert await claim(database_url, limits) == []  # ended, but the window is not over
-    await execute(database_url, "UPDATE akadze_limit_slots SET free_at = now() - interval '1 ms'")
+    # the window passes: the starts move a second back
+    await execute(
+        database_url,
+        "UPDATE akadze_limit_groups SET starts = ARRAY(SELECT s - interval '1 s' FROM unnest(starts) AS s)",
+    )
     assert len(await claim(database_url, limits)) == 2
 
 
@@ -354,7 +358,7 @@ async def test_a_direct_claim_connection_plans_the_limited_claim_once(app: Akadz
         await conn.close()
 
 
-async def test_the_pruner_deletes_free_permits_unused_for_retention_and_keeps_the_rest(
+async def test_the_pruner_deletes_idle_limit_groups_and_keeps_a_group_that_runs(
     app: Akadze, database_url: str
 ) -> None:
     from akadze.worker.pruner import prune
@@ -371,9 +375,9 @@ async def test_the_pruner_deletes_free_permits_unused_for_retention_and_keeps_th
     await execute(
         database_url,
         f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id IN ({', '.join(map(str, ended))})",
-        "UPDATE akadze_limit_slots SET taken_at = now() - interval '30 days'",
+        "UPDATE akadze_limit_groups SET taken_at = now() - interval '30 days'",
     )
     pruned = await prune(app.engine, timedelta(days=7))
-    assert pruned.permits == 2
-    left = await fetch(database_url, "SELECT grp FROM akadze_limit_slots")
-    assert [r["grp"] for r in left] == ['c["t", 2]']
+    assert pruned.limit_groups == 2
+    left = await fetch(database_url, "SELECT grp FROM akadze_limit_groups")
+    assert [r["grp"] for r in left] == ['["t", 2]']

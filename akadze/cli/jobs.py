@@ -180,9 +180,8 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
     limit = getattr(task.options, "limit", None) if task is not None else None
     hold = None
     if limit is not None and found.state is JobState.QUEUED:
-        holders = await Queries.limit_holders(
-            conn, found.id, key=limit.key, concurrency=limit.concurrency, rate=limit.rate
-        )
+        per_s = None if limit.per is None else limit.per.total_seconds()
+        holders = await Queries.limit_holders(conn, found.id, key=limit.key, per_s=per_s)
         hold = hold_of(limit, holders, now=now)
     return decide(found, now=now, paused_at=paused_at, live=live, workers=workers, hold=hold)
 

@@ -55,6 +55,8 @@ jobs = Table(
     # Unique: the job's key and the states in which it blocks another job with the same key
     Column("unique_key", Text),
     Column("unique_states", ARRAY(Text)),
+    # Limit: the concurrency group this run counts in (db/sql/claim_limited.sql)
+    Column("limit_grp", Text),
 )
 #: the predicate of the indexes over finished rows only
 _FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"
@@ -86,6 +88,11 @@ Index(
     jobs.c.unique_key,
     unique=True,
     postgresql_where=text("unique_key IS NOT NULL AND state = ANY (unique_states)"),
+)
+Index(
+    "akadze_jobs_limit_idx",
+    jobs.c.limit_grp,
+    postgresql_where=text("state = 'running' AND limit_grp IS NOT NULL"),
 )
 
 workers = Table(
@@ -131,17 +138,17 @@ class Xid8(UserDefinedType[int]):
         return "xid8"
 
 
-# Limit permits (db/migrations/0006_flow_control.sql)
-limit_slots = Table(
-    "akadze_limit_slots",
+# Limit groups (db/migrations/0007_limit_groups.sql)
+limit_groups = Table(
+    "akadze_limit_groups",
     metadata,
     Column("grp", Text, primary_key=True),
-    Column("slot", Integer, primary_key=True),
-    Column("job_id", BigInteger, nullable=False),
-    Column("run", Integer, nullable=False),
+    Column("running", Integer, nullable=False),
+    Column("starts", ARRAY(TIMESTAMP(timezone=True)), nullable=False),
+    Column("started", ARRAY(BigInteger), nullable=False),
+    Column("granted", Integer, nullable=False),
     Column("taken_by", Xid8, nullable=False),
     Column("taken_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("free_at", TIMESTAMP(timezone=True)),
 )
 
 queue_pauses = Table(

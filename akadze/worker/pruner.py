@@ -1,4 +1,4 @@
-"""Deletes what retention no longer keeps: finished jobs, schedule runs and free limit permits
+"""Deletes what retention no longer keeps: finished jobs, schedule runs and idle limit groups
 older than ``app.retention``, in small batches, by one worker at a time.
 
 Each batch is one statement and its own short transaction. It takes a transaction-scoped
@@ -50,8 +50,8 @@ class Pruned:
     schedule_runs: int
     yielded: bool
     seconds: float
-    #: free limit permits unused for retention (akadze.Limit with key=)
-    permits: int = 0
+    #: limit groups unused for retention, with no running job (akadze.Limit with key=)
+    limit_groups: int = 0
 
 
 async def prune(
@@ -67,7 +67,7 @@ async def prune(
     retention_s = retention.total_seconds()
     counts: list[int] = []
     yielded = False
-    for batch in (Queries.prune_jobs, Queries.prune_schedule_runs, Queries.prune_limit_slots):
+    for batch in (Queries.prune_jobs, Queries.prune_schedule_runs, Queries.prune_limit_groups):
         deleted, yielded = await _drain(engine, batch, retention_s, batch_size, batch_pause_s)
         counts.append(deleted)
         if yielded:

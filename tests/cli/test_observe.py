@@ -256,15 +256,8 @@ def test_explain_names_the_limit_that_holds_a_job_and_the_jobs_filling_it(databa
             async with app.engine.begin() as conn:
                 await conn.execute(
                     text(
-                        "UPDATE akadze_jobs SET state = 'running', run = 1, started_at = now() WHERE id = :id"
-                    ),
-                    {"id": first.id},
-                )
-                await conn.execute(
-                    text(
-                        "INSERT INTO akadze_limit_slots (grp, slot, job_id, run, taken_by, taken_at) "
-                        "SELECT 'c' || CAST(jsonb_build_array(task, args -> 'account') AS text), 0, id, run, "
-                        "pg_current_xact_id(), now() FROM akadze_jobs WHERE id = :id"
+                        "UPDATE akadze_jobs SET state = 'running', run = 1, started_at = now(), "
+                        "limit_grp = CAST(jsonb_build_array(task, args -> 'account') AS text) WHERE id = :id"
                     ),
                     {"id": first.id},
                 )

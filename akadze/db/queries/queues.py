@@ -34,10 +34,11 @@ class QueueQueries:
 
     @staticmethod
     async def limit_holders(
-        conn: Connection, job_id: int, *, key: str | None, concurrency: int | None, rate: int | None
+        conn: Connection, job_id: int, *, key: str | None, per_s: float | None
     ) -> list[tuple[str, int, datetime | None]]:
-        """(kind 'c' or 'r', holding job id, free_at) of the permits that fill job_id's limit groups."""
-        params = {"id": job_id, "key": key, "concurrency": concurrency, "rate": rate}
+        """(kind 'c' running or 'r' started in the rate window ``per_s``, job id, free_at) of the
+        jobs that fill job_id's limit group."""
+        params = {"id": job_id, "key": key, "per_s": per_s}
         rows = await fetch(conn, statement("limit_holders"), params)
         return [(row["kind"], row["job_id"], row["free_at"]) for row in rows]
 

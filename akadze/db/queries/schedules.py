@@ -58,11 +58,11 @@ class PruneQueries:
         return _deleted(rows)
 
     @staticmethod
-    async def prune_limit_slots(
+    async def prune_limit_groups(
         conn: Connection, *, retention_s: float, limit: int, lock_key: int
     ) -> int | None:
-        """Free limit permits unused for retention."""
-        rows = await fetch(conn, statement("prune_limit_slots"), _prune_params(retention_s, limit, lock_key))
+        """Limit groups unused for retention and with no running job."""
+        rows = await fetch(conn, statement("prune_limit_groups"), _prune_params(retention_s, limit, lock_key))
         return _deleted(rows)
 
 

@@ -1,28 +1,29 @@
 -- claim_limited: claim.sql for a worker whose tasks have a Limit (a worker without one runs
--- claim.sql, unchanged). Each limited job needs a permit per limit kind: a row of
--- akadze_limit_slots, slot 0..cap-1 of its group ('c' or 'r', then [task, key value] as JSON).
--- Per queue, one scan of akadze_jobs_claim_idx in the claim's order takes other tasks' jobs
--- and the limited tasks' jobs whose group has room, and walks past the others: held jobs never
--- fill the claim, the same claim takes the other ready jobs. The scans lock what they take FOR
--- UPDATE SKIP LOCKED (claimers never wait on jobs; rows taken and then not claimed are released at
--- commit), then permits are written with INSERT ... ON CONFLICT DO UPDATE WHERE the permit is free, which
--- locks the permit's latest version and decides on it (ordered by group and slot, so two
--- claims wait on each other's permits in one order and never deadlock). A concurrency permit
--- is held while its job runs with its run, or while the claim that took it is not in this
--- statement's snapshot; a rate permit until free_at. A job that did not get every permit it
--- needs is not claimed (it stays queued, spends nothing); a permit taken for it is then free
--- again (concurrency) or spent (rate: a ceiling, never a reservation). Nothing gives a
--- permit back: ends, rescues and put-backs free it by changing the job. The :l_* arrays are
--- the limits, one item per task: name, key argument or null, concurrency, rate, per (s).
--- A paused queue (akadze_queue_pauses) is skipped by every scan, as in claim.sql. A keyed
--- task's job has its group's permits counted as the scan meets it; a task without a key is
--- one group, whose room is read once.
+-- claim.sql, unchanged). A limited job counts in its group (task and key value as JSON text),
+-- one row of akadze_limit_groups; the :l_* arrays are the limits, one item per task: name, key
+-- argument or null, concurrency, rate, per (s).
+-- Per queue, one scan of akadze_jobs_claim_idx in the claim's order takes other tasks' jobs and
+-- the limited tasks' jobs whose group looks to have room, and walks past the others, so held
+-- jobs never fill the claim and the same claim takes the other ready jobs. The scans lock what
+-- they take FOR UPDATE SKIP LOCKED (rows taken and then not claimed are released at commit).
+-- Then each group wanted is written once, in group order (two claims wait on each other's
+-- groups in one order, for the length of a claim, and cannot deadlock): ON CONFLICT DO UPDATE
+-- locks the row's latest version and grants from it. `running` is an upper bound of the group's
+-- runs (claims add their grants; ends never write the row): while the grant fits under it,
+-- nothing is counted; past it, the runs are counted (akadze_jobs_limit_idx) when the row's last
+-- writer is in this statement's snapshot, else nothing more is granted this time. So a permit
+-- cannot leak: a run that ended, was put back or was rescued is simply not counted. The rate
+-- window is the row's start times, read and rewritten under the same lock. Of each group's
+-- jobs, the first `granted` in the claim's order are claimed; the others stay queued and spend
+-- nothing. A cancelled or expired job ends at claim without counting. A paused queue
+-- (akadze_queue_pauses) is skipped by every scan, as in claim.sql.
 WITH snap AS (
-    -- this statement's snapshot, read once: a permit whose claim it does not see is held
+    -- this statement's snapshot, read once: a group row written by a claim it does not see
+    -- is trusted as it is
     SELECT pg_current_snapshot() AS snapshot
 ),
 limits AS (
-    SELECT l.task, l.key, l.conc, l.rate, l.per_s, CAST(jsonb_build_array(l.task, NULL) AS text) AS whole
+    SELECT l.task, l.key, l.conc, l.rate, make_interval(secs => l.per_s) AS per
     FROM unnest(
         CAST(:l_task AS text[]),
         CAST(:l_key AS text[]),
@@ -31,184 +32,195 @@ limits AS (
         CAST(:l_per AS double precision[])
     ) AS l(task, key, conc, rate, per_s)
 ),
-held_whole AS (
-    -- the permits in use of the tasks without a key (one group each), read once per claim
-    SELECT s.grp, s.slot
-    FROM limits AS l
-    JOIN akadze_limit_slots AS s ON s.grp = 'c' || l.whole AND s.slot < l.conc
-    WHERE l.key IS NULL
-        AND CASE
-            WHEN s.free_at IS NOT NULL THEN s.free_at > now()
-            ELSE NOT pg_visible_in_snapshot(s.taken_by, (SELECT snapshot FROM snap))
-                OR COALESCE((
-                    SELECT r.run = s.run AND r.state = 'running' FROM akadze_jobs AS r WHERE r.id = s.job_id
-                ), false)
-        END
-    UNION ALL
-    SELECT s.grp, s.slot
-    FROM limits AS l
-    JOIN akadze_limit_slots AS s ON s.grp = 'r' || l.whole AND s.slot < l.rate
-    WHERE l.key IS NULL
-        AND s.free_at > now()
-),
 lim AS (
+    -- a task without a key is one group, whose room is read once per claim
     SELECT
         l.task,
         l.key,
         l.conc,
         l.rate,
-        l.per_s,
-        -- a task without a key is one group, whose room is known before the scan
-        l.key IS NOT NULL OR (
-            (l.conc IS NULL OR l.conc > (SELECT count(*) FROM held_whole AS h WHERE h.grp = 'c' || l.whole))
-            AND (l.rate IS NULL OR l.rate > (SELECT count(*) FROM held_whole AS h WHERE h.grp = 'r' || l.whole))
+        l.per,
+        l.key IS NOT NULL OR COALESCE(
+            (
+                SELECT
+                    (l.conc IS NULL OR g.running < l.conc OR l.conc > (
+                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
+                    ))
+                    AND (l.rate IS NULL OR l.rate > (
+                        SELECT count(*) FROM unnest(g.starts) AS s(at) WHERE s.at > now() - l.per
+                    ))
+                FROM akadze_limit_groups AS g
+                WHERE g.grp = CAST(jsonb_build_array(l.task, NULL) AS text)
+            ),
+            l.conc IS NULL OR l.conc > (
+                SELECT count(*)
+                FROM akadze_jobs AS r
+                WHERE r.limit_grp = CAST(jsonb_build_array(l.task, NULL) AS text) AND r.state = 'running'
+            )
         ) AS room
     FROM limits AS l
 ),
 seen AS (
     -- one scan per queue in the claim's order: other tasks' jobs are taken as they come, a
-    -- limited task's job when its group has room (or it ends at claim); held jobs are walked past
-    SELECT p.id, p.run, p.task, p.priority, p.run_at, p.exempt, p.gkey
+    -- limited task's job when its group looks to have room (or it ends at claim)
+    SELECT p.id, p.task, p.priority, p.run_at, p.grp
     FROM unnest(CAST(:queues AS text[])) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.run, j.task, j.priority, j.run_at, g.exempt, g.gkey
+        SELECT j.id, j.task, j.priority, j.run_at, g.grp
         FROM akadze_jobs AS j
-        LEFT JOIN LATERAL (SELECT * FROM lim WHERE lim.task = j.task) AS l ON true
+        LEFT JOIN lim AS l ON l.task = j.task
         CROSS JOIN LATERAL (
             SELECT
-                l.task IS NULL OR j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS exempt,
-                CAST(jsonb_build_array(j.task, CASE WHEN l.key IS NOT NULL THEN j.args -> l.key END) AS text) AS gkey
+                e.exempt,
+                CASE
+                    WHEN NOT e.exempt THEN CAST(jsonb_build_array(j.task, CASE WHEN l.key IS NOT NULL THEN j.args -> l.key END) AS text)
+                END AS grp
+            FROM (
+                SELECT l.task IS NULL OR j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS exempt
+            ) AS e
         ) AS g
         WHERE j.state = 'queued'
             AND j.queue = q.name
             AND j.run_at <= now()
             AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
-            AND (
-                g.exempt
-                OR l.room AND (
-                    l.key IS NULL
-                    OR (
-                        (l.conc IS NULL OR l.conc > (
-                            SELECT count(*)
-                            FROM akadze_limit_slots AS s
-                            WHERE s.grp = 'c' || g.gkey
-                                AND s.slot < l.conc
-                                AND (
-                                    NOT pg_visible_in_snapshot(s.taken_by, (SELECT snapshot FROM snap))
-                                    OR COALESCE((
-                                        SELECT r.run = s.run AND r.state = 'running' FROM akadze_jobs AS r WHERE r.id = s.job_id
-                                    ), false)
-                                )
-                        ))
-                        AND (l.rate IS NULL OR l.rate > (
-                            SELECT count(*)
-                            FROM akadze_limit_slots AS s
-                            WHERE s.grp = 'r' || g.gkey
-                                AND s.slot < l.rate
-                                AND s.free_at > now()
-                        ))
+            AND CASE
+                WHEN g.exempt THEN true
+                WHEN NOT l.room THEN false
+                WHEN l.key IS NULL THEN true
+                ELSE COALESCE(
+                    (
+                        SELECT
+                            (l.conc IS NULL OR k.running < l.conc OR l.conc > (
+                                SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = k.grp AND r.state = 'running'
+                            ))
+                            AND (l.rate IS NULL OR l.rate > (
+                                SELECT count(*) FROM unnest(k.starts) AS s(at) WHERE s.at > now() - l.per
+                            ))
+                        FROM akadze_limit_groups AS k
+                        WHERE k.grp = g.grp
+                    ),
+                    l.conc IS NULL OR l.conc > (
+                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
                     )
                 )
-            )
+            END
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT :limit
         FOR UPDATE OF j SKIP LOCKED
     ) AS p
 ),
 ordered AS (
-    SELECT s.id, s.run, s.task, s.exempt, s.gkey, row_number() OVER (ORDER BY s.priority DESC, s.run_at, s.id) AS ord
-    FROM seen AS s
+    -- the claim's first :limit jobs, each with its place in its group (k)
+    SELECT f.id, f.task, f.grp, row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS k
+    FROM (
+        SELECT s.id, s.task, s.grp, s.priority, s.run_at
+        FROM seen AS s
+        ORDER BY s.priority DESC, s.run_at, s.id
+        LIMIT :limit
+    ) AS f
 ),
-needs AS (
-    SELECT o.id, o.ord, 'c' || o.gkey AS grp, l.conc AS cap, CAST(NULL AS double precision) AS per_s, l.key IS NOT NULL AS keyed
+wanted AS (
+    SELECT
+        o.grp,
+        count(*) AS wanted,
+        min(l.conc) AS conc,
+        min(l.rate) AS rate,
+        min(l.per) AS per,
+        array_agg(o.id ORDER BY o.k) AS ids
     FROM ordered AS o
     JOIN lim AS l ON l.task = o.task
-    WHERE NOT o.exempt
-        AND l.conc IS NOT NULL
-    UNION ALL
-    SELECT o.id, o.ord, 'r' || o.gkey, l.rate, l.per_s, l.key IS NOT NULL
-    FROM ordered AS o
-    JOIN lim AS l ON l.task = o.task
-    WHERE NOT o.exempt
-        AND l.rate IS NOT NULL
+    WHERE o.grp IS NOT NULL
+    GROUP BY o.grp
 ),
-ranked AS (
-    SELECT n.id, n.grp, n.cap, n.per_s, n.keyed, row_number() OVER (PARTITION BY n.grp ORDER BY n.ord) AS k
-    FROM needs AS n
-),
-groups AS (
-    SELECT r.grp, r.cap, r.keyed, max(r.k) AS wanted
-    FROM ranked AS r
-    GROUP BY r.grp, r.cap, r.keyed
-),
-held AS (
-    -- the groups' permits in use: a rate permit until free_at; a concurrency permit while its
-    -- job runs with its run, or while the claim that took it is not in this snapshot
-    SELECT h.grp, h.slot
-    FROM held_whole AS h
-    WHERE h.grp IN (SELECT g.grp FROM groups AS g WHERE NOT g.keyed)
-    UNION ALL
-    SELECT s.grp, s.slot
-    FROM groups AS g
-    JOIN akadze_limit_slots AS s ON s.grp = g.grp AND s.slot < g.cap
-    WHERE g.keyed
-        AND CASE
-            WHEN s.free_at IS NOT NULL THEN s.free_at > now()
-            ELSE NOT pg_visible_in_snapshot(s.taken_by, (SELECT snapshot FROM snap))
-                OR COALESCE((
-                    SELECT r.run = s.run AND r.state = 'running' FROM akadze_jobs AS r WHERE r.id = s.job_id
-                ), false)
-        END
-),
-free_slots AS (
-    -- free slots among the first (in use + wanted), so a group's rows stay about as many as its
-    -- peak use; in a random order: two claims racing for one group rarely want the same slot
-    SELECT g.grp, n.slot, row_number() OVER (PARTITION BY g.grp ORDER BY random()) AS k
-    FROM groups AS g
-    CROSS JOIN LATERAL generate_series(
-        0,
-        least(g.cap, g.wanted + (SELECT count(*) FROM held AS h WHERE h.grp = g.grp)) - 1
-    ) AS n(slot)
-    WHERE NOT EXISTS (SELECT 1 FROM held AS h WHERE h.grp = g.grp AND h.slot = n.slot)
-),
-paired AS (
-    SELECT r.id, r.grp, f.slot, r.per_s
-    FROM ranked AS r
-    JOIN free_slots AS f ON f.grp = r.grp AND f.k = r.k
+granted AS (
+    INSERT INTO akadze_limit_groups AS g (grp, running, starts, started, granted, taken_by, taken_at)
+    SELECT
+        n.grp,
+        CASE WHEN n.conc IS NULL THEN 0 ELSE n.base + n.grant END,
+        CASE WHEN n.rate IS NULL THEN '{}' ELSE array_fill(now(), ARRAY[n.grant]) END,
+        CASE WHEN n.rate IS NULL THEN '{}' ELSE n.ids[1:n.grant] END,
+        n.grant,
+        pg_current_xact_id(),
+        now()
+    FROM (
+        SELECT
+            c.*,
+            CAST(greatest(least(c.wanted, c.conc - c.base, c.rate), 0) AS integer) AS grant
+        FROM (
+            SELECT
+                w.grp,
+                w.wanted,
+                w.conc,
+                w.rate,
+                w.ids,
+                -- a group new to this snapshot: its runs are counted (0 when it has none); an
+                -- existing one goes to ON CONFLICT, which reads its latest version
+                CASE
+                    WHEN w.conc IS NULL OR EXISTS (SELECT 1 FROM akadze_limit_groups AS x WHERE x.grp = w.grp) THEN 0
+                    ELSE (SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = w.grp AND r.state = 'running')
+                END AS base
+            FROM wanted AS w
+            -- OFFSET 0: evaluated once per group, not once per use of base
+            OFFSET 0
+        ) AS c
+    ) AS n
+    ORDER BY n.grp
+    ON CONFLICT (grp) DO UPDATE
+    SET (running, starts, started, granted, taken_by, taken_at) = (
+        SELECT
+            CASE WHEN v.conc IS NULL THEN 0 ELSE v.base + v.grant END,
+            CASE WHEN v.rate IS NULL THEN '{}' ELSE v.kept_starts || array_fill(now(), ARRAY[v.grant]) END,
+            CASE WHEN v.rate IS NULL THEN '{}' ELSE v.kept_started || v.ids[1:v.grant] END,
+            v.grant,
+            pg_current_xact_id(),
+            now()
+        FROM (
+            SELECT
+                u.*,
+                -- least() skips the nulls of the kinds a limit does not have
+                CAST(greatest(least(u.wanted, u.conc - u.base, u.rate - cardinality(u.kept_starts)), 0) AS integer)
+                    AS grant
+            FROM (
+                SELECT
+                    w.wanted,
+                    w.conc,
+                    w.rate,
+                    w.ids,
+                    CASE
+                        WHEN w.conc IS NULL OR g.running + w.wanted <= w.conc THEN g.running
+                        -- the last writer is in this snapshot, and so is every earlier one: count
+                        WHEN pg_visible_in_snapshot(g.taken_by, (SELECT snapshot FROM snap)) THEN (
+                            SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
+                        )
+                        ELSE g.running
+                    END AS base,
+                    COALESCE(
+                        (SELECT array_agg(s.at ORDER BY s.n) FROM unnest(g.starts) WITH ORDINALITY AS s(at, n) WHERE s.at > now() - w.per),
+                        '{}'
+                    ) AS kept_starts,
+                    COALESCE(
+                        (
+                            SELECT array_agg(s.id ORDER BY s.n)
+                            FROM unnest(g.starts, g.started) WITH ORDINALITY AS s(at, id, n)
+                            WHERE s.at > now() - w.per
+                        ),
+                        '{}'
+                    ) AS kept_started
+                FROM wanted AS w
+                WHERE w.grp = EXCLUDED.grp
+                OFFSET 0
+            ) AS u
+        ) AS v
+    )
+    RETURNING g.grp, g.granted
 ),
 chosen AS (
-    SELECT o.id, o.run
+    SELECT o.id, CASE WHEN w.conc IS NOT NULL THEN o.grp END AS limit_grp
     FROM ordered AS o
-    WHERE (SELECT count(*) FROM needs AS n WHERE n.id = o.id) = (SELECT count(*) FROM paired AS p WHERE p.id = o.id)
-    ORDER BY o.ord
-    LIMIT :limit
-),
-permits AS (
-    INSERT INTO akadze_limit_slots AS s (grp, slot, job_id, run, taken_by, taken_at, free_at)
-    SELECT p.grp, p.slot, p.id, l.run + 1, pg_current_xact_id(), now(), now() + make_interval(secs => p.per_s)
-    FROM paired AS p
-    JOIN chosen AS l ON l.id = p.id
-    ORDER BY p.grp, p.slot
-    ON CONFLICT (grp, slot) DO UPDATE
-    SET
-        job_id = EXCLUDED.job_id,
-        run = EXCLUDED.run,
-        taken_by = EXCLUDED.taken_by,
-        taken_at = EXCLUDED.taken_at,
-        free_at = EXCLUDED.free_at
-    WHERE CASE
-        WHEN s.free_at IS NOT NULL THEN s.free_at <= now()
-        ELSE pg_visible_in_snapshot(s.taken_by, (SELECT snapshot FROM snap))
-            AND NOT COALESCE((
-                SELECT r.run = s.run AND r.state = 'running' FROM akadze_jobs AS r WHERE r.id = s.job_id
-            ), false)
-    END
-    RETURNING s.job_id
-),
-claimable AS (
-    SELECT l.id
-    FROM chosen AS l
-    WHERE (SELECT count(*) FROM paired AS p WHERE p.id = l.id) = (SELECT count(*) FROM permits AS t WHERE t.job_id = l.id)
+    LEFT JOIN wanted AS w ON w.grp = o.grp
+    LEFT JOIN granted AS t ON t.grp = o.grp
+    WHERE o.grp IS NULL
+        OR o.k <= t.granted
 )
 UPDATE akadze_jobs AS j
 SET
@@ -217,9 +229,10 @@ SET
     run = j.run + 1,
     worker_id = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN NULL ELSE CAST(:worker_id AS uuid) END,
     started_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.started_at ELSE now() END,
-    finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END
-FROM claimable
-WHERE j.id = claimable.id
+    finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END,
+    limit_grp = chosen.limit_grp
+FROM chosen
+WHERE j.id = chosen.id
 RETURNING
     j.id,
     j.task,

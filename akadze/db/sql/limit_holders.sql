@@ -1,32 +1,28 @@
--- limit_holders: who holds the limit groups of job :id now (issue 14's Limit; `akadze jobs
--- explain`): the jobs holding a concurrency permit of its group (running with the permit's run)
--- and the rate permits of its group not yet free, with their free_at. The group is the task
--- and, for a keyed limit, the job's :key argument, as claim_limited.sql builds it. Reads only:
--- a primary-key lookup and the permits of two groups (akadze_limit_slots' primary key).
+-- limit_holders: who holds the limit group of job :id now (issue 14's Limit; `akadze jobs
+-- explain`): the jobs running in its concurrency group, and the starts of its rate window not
+-- yet past (:per_s), with the time each frees its place. The group is the task and, for a
+-- keyed limit, the job's :key argument, as claim_limited.sql builds it. Reads only: a
+-- primary-key lookup, akadze_jobs_limit_idx and the group's row.
 WITH g AS (
     SELECT
         CAST(jsonb_build_array(j.task, CASE WHEN CAST(:key AS text) IS NOT NULL THEN j.args -> CAST(:key AS text) END) AS text)
-            AS gkey
+            AS grp
     FROM akadze_jobs AS j
     WHERE j.id = :id
 )
 SELECT
     'c' AS kind,
-    s.job_id,
+    r.id AS job_id,
     CAST(NULL AS timestamptz) AS free_at
 FROM g
-JOIN akadze_limit_slots AS s ON s.grp = 'c' || g.gkey
-WHERE s.slot < coalesce(CAST(:concurrency AS integer), 2147483647)
-    AND EXISTS (
-        SELECT 1 FROM akadze_jobs AS r WHERE r.id = s.job_id AND r.run = s.run AND r.state = 'running'
-    )
+JOIN akadze_jobs AS r ON r.limit_grp = g.grp AND r.state = 'running'
 UNION ALL
 SELECT
     'r' AS kind,
-    s.job_id,
-    s.free_at
+    s.id AS job_id,
+    s.at + make_interval(secs => CAST(:per_s AS double precision)) AS free_at
 FROM g
-JOIN akadze_limit_slots AS s ON s.grp = 'r' || g.gkey
-WHERE s.slot < coalesce(CAST(:rate AS integer), 2147483647)
-    AND s.free_at > now()
+JOIN akadze_limit_groups AS l ON l.grp = g.grp
+CROSS JOIN LATERAL unnest(l.starts, l.started) AS s(at, id)
+WHERE s.at + make_interval(secs => CAST(:per_s AS double precision)) > now()
 ORDER BY 1, 2
