@@ -82,7 +82,7 @@ SELECT $3, $4, jsonb_build_object('i', n), $5, $6
 FROM generate_series($1::int, $2::int) AS n
 """
 #: state (e): --delayed ready jobs of HELD_TASK, due before the ready no-op jobs (so the claim's
-#: order meets them first), then one of them running on a live worker, holding the one permit
+#: order meets them first), then one of them running on a live worker, filling the limit
 HELD_SQL = """
 INSERT INTO akadze_jobs (task, queue, args, args_fp, max_attempts, run_at)
 SELECT $2, $3, jsonb_build_object('i', n), $4, $5, now() - interval '1 hour' + n * interval '1 millisecond'
@@ -95,12 +95,13 @@ WITH w AS (
     RETURNING id
 ),
 j AS (
-    UPDATE akadze_jobs SET state = 'running', run = 1, attempt = 1, worker_id = $1, started_at = now()
+    UPDATE akadze_jobs SET state = 'running', run = 1, attempt = 1, worker_id = $1, started_at = now(),
+        limit_grp = CAST(jsonb_build_array($2::text, NULL) AS text)
     WHERE id = (SELECT min(id) FROM akadze_jobs WHERE task = $2)
-    RETURNING id, run
+    RETURNING id, limit_grp
 )
-INSERT INTO akadze_limit_slots (grp, slot, job_id, run, taken_by, taken_at)
-SELECT 'c' || CAST(jsonb_build_array($2::text, NULL) AS text), 0, j.id, j.run, pg_current_xact_id(), now()
+INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at)
+SELECT j.limit_grp, 1, '{}', '{}', 1, pg_current_xact_id(), now()
 FROM j, w
 """
 UNFINISHED_TASK_SQL = """

@@ -106,7 +106,8 @@ PEERS: dict[str, Peer] = {
             None,
             options={"flow": "limit"},
             note="as akadze, with limit=Limit(concurrency=1_000_000): the worker claims with "
-            "claim_limited.sql and takes a permit per job, and the limit never holds a job back",
+            "claim_limited.sql and writes its limit group's row once per claim, and the limit never holds a "
+            "job back",
         ),
         Peer(
             "akadze_keyed",

@@ -199,6 +199,35 @@ async def test_a_permit_comes_back_when_its_job_ends(app: Akadze, database_url: 
     assert len(await claim(database_url, limits)) == 1
 
 
+async def test_a_claim_that_does_not_see_the_groups_last_writer_keeps_to_its_count(
+    app: Akadze, database_url: str
+) -> None:
+    """Past the cap, a claim counts the group's runs only when its snapshot sees the row's
+    last writer; otherwise that writer's runs might be invisible to the count, and the row's
+    upper bound stands (nothing more is granted this time)."""
+
+    @app.task("t", limit=Limit(concurrency=1))
+    async def t() -> None: ...
+
+    await t.enqueue()
+    await t.enqueue()
+    limits = {"t": Limit(concurrency=1)}
+    [first] = await claim(database_url, limits)
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {first.id}")
+    # a writer no snapshot sees yet: a transaction id far ahead of every one assigned
+    await execute(
+        database_url,
+        "UPDATE akadze_limit_groups SET taken_by = "
+        "CAST(CAST(CAST(CAST(pg_current_xact_id() AS text) AS bigint) + 1000000 AS text) AS xid8)",
+    )
+    assert await claim(database_url, limits) == []
+    assert await fetchval(database_url, "SELECT running FROM akadze_limit_groups") == 1
+    # once the writer is seen, the runs are counted: none, so the job is claimed
+    await execute(database_url, "UPDATE akadze_limit_groups SET taken_by = CAST('1' AS xid8)")
+    assert len(await claim(database_url, limits)) == 1
+    assert await fetchval(database_url, "SELECT running FROM akadze_limit_groups") == 1
+
+
 async def test_a_rescued_job_gives_its_place_back(app: Akadze, database_url: str) -> None:
     @app.task("t", limit=Limit(concurrency=1))
     async def t() -> None: ...
