@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 from sqlalchemy.types import UserDefinedType
 
-from akadze.job import FINISHED_STATES
+from akadze.job import FINISHED_STATES, JobState
 
 metadata = MetaData()
 
@@ -92,7 +92,11 @@ Index(
 Index(
     "akadze_jobs_limit_idx",
     jobs.c.limit_grp,
-    postgresql_where=text("state = 'running' AND limit_grp IS NOT NULL"),
+    # running, spelled as the other states excluded (db/migrations/0007_limit_groups.sql says why)
+    postgresql_where=text(
+        "limit_grp IS NOT NULL AND state NOT IN "
+        f"({', '.join(repr(s.value) for s in JobState if s is not JobState.RUNNING)})"
+    ),
 )
 
 workers = Table(

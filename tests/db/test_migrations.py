@@ -27,7 +27,7 @@ RELEASED = {
     (5, "trace_context"): "1c12cc3f11aa3cb77a23efdc59da142598e3575104387e80e43e5f494797b406",
     (4, "awaited_jobs"): "e2022b59d310c7172ce58c169b5302c06fea4055ac83392067168b494ef42965",
     (6, "flow_control"): "bde0258b6d8c91e1fa3a3f6e71e918661b09995904bfaa1ccb99a21ac11946d0",
-    (7, "limit_groups"): "44081e91c9f3642faf956f11aa2f187a9ccdd90be8788bf10b4f2aafb3a436e4",
+    (7, "limit_groups"): "fef5ec7f5ddf8031a00121f2775f6b790761f8235b0af3481d8f6f5f651da10e",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

@@ -10,7 +10,8 @@
 -- groups in one order, for the length of a claim, and cannot deadlock): ON CONFLICT DO UPDATE
 -- locks the row's latest version and grants from it. `running` is an upper bound of the group's
 -- runs (claims add their grants; ends never write the row): while the grant fits under it,
--- nothing is counted; past it, the runs are counted (akadze_jobs_limit_idx) when the row's last
+-- nothing is counted; past it, the runs are counted (akadze_jobs_limit_idx, whose predicate the
+-- counts repeat: "running" spelled as the other states excluded) when the row's last
 -- writer is in this statement's snapshot, else nothing more is granted this time. So a permit
 -- cannot leak: a run that ended, was put back or was rescued is simply not counted. The rate
 -- window is the row's start times, read and rewritten under the same lock. Of each group's
@@ -23,7 +24,13 @@ WITH snap AS (
     SELECT pg_current_snapshot() AS snapshot
 ),
 limits AS (
-    SELECT l.task, l.key, l.conc, l.rate, make_interval(secs => l.per_s) AS per
+    SELECT
+        l.task,
+        l.key,
+        l.conc,
+        l.rate,
+        make_interval(secs => l.per_s) AS per,
+        CAST(jsonb_build_array(l.task, NULL) AS text) AS whole
     FROM unnest(
         CAST(:l_task AS text[]),
         CAST(:l_key AS text[]),
@@ -40,22 +47,23 @@ lim AS (
         l.conc,
         l.rate,
         l.per,
+        l.whole,
         l.key IS NOT NULL OR COALESCE(
             (
                 SELECT
                     (l.conc IS NULL OR g.running < l.conc OR l.conc > (
-                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
+                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
                     ))
                     AND (l.rate IS NULL OR l.rate > (
                         SELECT count(*) FROM unnest(g.starts) AS s(at) WHERE s.at > now() - l.per
                     ))
                 FROM akadze_limit_groups AS g
-                WHERE g.grp = CAST(jsonb_build_array(l.task, NULL) AS text)
+                WHERE g.grp = l.whole
             ),
             l.conc IS NULL OR l.conc > (
                 SELECT count(*)
                 FROM akadze_jobs AS r
-                WHERE r.limit_grp = CAST(jsonb_build_array(l.task, NULL) AS text) AND r.state = 'running'
+                WHERE r.limit_grp = l.whole AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
             )
         ) AS room
     FROM limits AS l
@@ -73,7 +81,9 @@ seen AS (
             SELECT
                 e.exempt,
                 CASE
-                    WHEN NOT e.exempt THEN CAST(jsonb_build_array(j.task, CASE WHEN l.key IS NOT NULL THEN j.args -> l.key END) AS text)
+                    WHEN e.exempt THEN NULL
+                    WHEN l.key IS NULL THEN l.whole
+                    ELSE CAST(jsonb_build_array(j.task, j.args -> l.key) AS text)
                 END AS grp
             FROM (
                 SELECT l.task IS NULL OR j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS exempt
@@ -91,7 +101,7 @@ seen AS (
                     (
                         SELECT
                             (l.conc IS NULL OR k.running < l.conc OR l.conc > (
-                                SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = k.grp AND r.state = 'running'
+                                SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = k.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
                             ))
                             AND (l.rate IS NULL OR l.rate > (
                                 SELECT count(*) FROM unnest(k.starts) AS s(at) WHERE s.at > now() - l.per
@@ -100,7 +110,7 @@ seen AS (
                         WHERE k.grp = g.grp
                     ),
                     l.conc IS NULL OR l.conc > (
-                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
+                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
                     )
                 )
             END
@@ -157,7 +167,7 @@ granted AS (
                 -- existing one goes to ON CONFLICT, which reads its latest version
                 CASE
                     WHEN w.conc IS NULL OR EXISTS (SELECT 1 FROM akadze_limit_groups AS x WHERE x.grp = w.grp) THEN 0
-                    ELSE (SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = w.grp AND r.state = 'running')
+                    ELSE (SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = w.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled'))
                 END AS base
             FROM wanted AS w
             -- OFFSET 0: evaluated once per group, not once per use of base
@@ -190,7 +200,7 @@ granted AS (
                         WHEN w.conc IS NULL OR g.running + w.wanted <= w.conc THEN g.running
                         -- the last writer is in this snapshot, and so is every earlier one: count
                         WHEN pg_visible_in_snapshot(g.taken_by, (SELECT snapshot FROM snap)) THEN (
-                            SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running'
+                            SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
                         )
                         ELSE g.running
                     END AS base,

@@ -15,7 +15,7 @@ SELECT
     r.id AS job_id,
     CAST(NULL AS timestamptz) AS free_at
 FROM g
-JOIN akadze_jobs AS r ON r.limit_grp = g.grp AND r.state = 'running'
+JOIN akadze_jobs AS r ON r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
 UNION ALL
 SELECT
     'r' AS kind,

@@ -13,7 +13,7 @@ doomed AS (
     FROM akadze_limit_groups AS g
     WHERE g.taken_at < now() - make_interval(secs => CAST(:retention_s AS double precision))
         AND (SELECT pruner.locked FROM pruner)
-        AND NOT EXISTS (SELECT 1 FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state = 'running')
+        AND NOT EXISTS (SELECT 1 FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled'))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),
