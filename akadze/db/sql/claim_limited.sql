@@ -164,9 +164,10 @@ granted AS (
                 w.rate,
                 w.ids,
                 -- a group new to this snapshot: its runs are counted (0 when it has none); an
-                -- existing one goes to ON CONFLICT, which reads its latest version
+                -- existing one goes to ON CONFLICT, which reads its latest version. A scalar
+                -- probe, not EXISTS, which a generic plan may turn into a hash of the whole table
                 CASE
-                    WHEN w.conc IS NULL OR EXISTS (SELECT 1 FROM akadze_limit_groups AS x WHERE x.grp = w.grp) THEN 0
+                    WHEN w.conc IS NULL OR (SELECT true FROM akadze_limit_groups AS x WHERE x.grp = w.grp) THEN 0
                     ELSE (SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = w.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled'))
                 END AS base
             FROM wanted AS w
