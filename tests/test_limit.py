@@ -369,6 +369,60 @@ async def test_the_limited_claim_walks_the_claim_index(database_url: str) -> Non
     assert "Seq Scan on akadze_jobs" not in plan, plan
 
 
+async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database_url: str) -> None:
+    """The plan a direct claim connection keeps (generic, planned on a table analyzed while
+    nothing ran): the claim index, the group rows by key and the running jobs of a group
+    through akadze_jobs_limit_idx; never a whole table, nor akadze_jobs_running_idx read whole."""
+    await execute(
+        database_url,
+        "INSERT INTO akadze_jobs (task, queue, args) "
+        "SELECT 'limited', 'default', jsonb_build_object('k', n % 100) FROM generate_series(1, 20000) AS n",
+        "INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at) "
+        "SELECT CAST(jsonb_build_array('limited', n) AS text), 1, '{}', '{}', 1, CAST('1' AS xid8), now() "
+        "FROM generate_series(0, 999) AS n",
+        "ANALYZE akadze_jobs",
+        "ANALYZE akadze_limit_groups",
+    )
+    stmt = statement("claim_limited")
+    types = {
+        "queues": "text[]",
+        "limit": "integer",
+        "worker_id": "text",
+        "l_task": "text[]",
+        "l_key": "text[]",
+        "l_conc": "integer[]",
+        "l_rate": "integer[]",
+        "l_per": "double precision[]",
+    }
+    values = {
+        "queues": "ARRAY['default']",
+        "limit": "10",
+        "worker_id": f"'{uuid.uuid4()}'",
+        "l_task": "ARRAY['limited']",
+        "l_key": "ARRAY['k']",
+        "l_conc": "ARRAY[1]",
+        "l_rate": "ARRAY[2]",
+        "l_per": "ARRAY[1.0]",
+    }
+    import asyncpg
+
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        await conn.execute(f"PREPARE c({', '.join(types[p] for p in stmt.params)}) AS {stmt.pg}")
+        plan = "\n".join(
+            row[0]
+            for row in await conn.fetch(f"EXPLAIN EXECUTE c({', '.join(values[p] for p in stmt.params)})")
+        )
+    finally:
+        await conn.close()
+    assert "akadze_jobs_claim_idx" in plan, plan
+    assert "akadze_jobs_limit_idx" in plan, plan
+    assert "akadze_limit_groups_pkey" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert "akadze_jobs_running_idx" not in plan, plan
+
+
 async def test_a_direct_claim_connection_plans_the_limited_claim_once(app: Akadze, database_url: str) -> None:
     """Planning claim_limited costs more than running it: on a direct connection (where it is
     prepared) its session keeps the generic plan, with JIT off (generic_plans.sql)."""
