@@ -39,8 +39,10 @@ limits AS (
         CAST(:l_per AS double precision[])
     ) AS l(task, key, conc, rate, per_s)
 ),
-lim AS (
-    -- a task without a key is one group, whose room is read once per claim
+lim AS MATERIALIZED (
+    -- a task without a key is one group, whose room is read once per claim. MATERIALIZED: as
+    -- a table of a few rows the scan below stays a walk of the claim index in its order (inlined,
+    -- the planner may hash-join it to a sequential scan of akadze_jobs, then sort)
     SELECT
         l.task,
         l.key,
@@ -71,10 +73,10 @@ lim AS (
 seen AS (
     -- one scan per queue in the claim's order: other tasks' jobs are taken as they come, a
     -- limited task's job when its group looks to have room (or it ends at claim)
-    SELECT p.id, p.task, p.priority, p.run_at, p.grp
+    SELECT p.id, p.priority, p.run_at, p.grp, p.conc, p.rate, p.per
     FROM unnest(CAST(:queues AS text[])) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.task, j.priority, j.run_at, g.grp
+        SELECT j.id, j.priority, j.run_at, g.grp, l.conc, l.rate, l.per
         FROM akadze_jobs AS j
         LEFT JOIN lim AS l ON l.task = j.task
         CROSS JOIN LATERAL (
@@ -121,9 +123,15 @@ seen AS (
 ),
 ordered AS (
     -- the claim's first :limit jobs, each with its place in its group (k)
-    SELECT f.id, f.task, f.grp, row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS k
+    SELECT
+        f.id,
+        f.grp,
+        f.conc,
+        f.rate,
+        f.per,
+        row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS k
     FROM (
-        SELECT s.id, s.task, s.grp, s.priority, s.run_at
+        SELECT s.id, s.grp, s.conc, s.rate, s.per, s.priority, s.run_at
         FROM seen AS s
         ORDER BY s.priority DESC, s.run_at, s.id
         LIMIT :limit
@@ -133,12 +141,11 @@ wanted AS (
     SELECT
         o.grp,
         count(*) AS wanted,
-        min(l.conc) AS conc,
-        min(l.rate) AS rate,
-        min(l.per) AS per,
+        min(o.conc) AS conc,
+        min(o.rate) AS rate,
+        min(o.per) AS per,
         array_agg(o.id ORDER BY o.k) AS ids
     FROM ordered AS o
-    JOIN lim AS l ON l.task = o.task
     WHERE o.grp IS NOT NULL
     GROUP BY o.grp
 ),
@@ -205,18 +212,18 @@ granted AS (
                         )
                         ELSE g.running
                     END AS base,
-                    COALESCE(
+                    CASE WHEN w.rate IS NULL THEN '{}' ELSE COALESCE(
                         (SELECT array_agg(s.at ORDER BY s.n) FROM unnest(g.starts) WITH ORDINALITY AS s(at, n) WHERE s.at > now() - w.per),
                         '{}'
-                    ) AS kept_starts,
-                    COALESCE(
+                    ) END AS kept_starts,
+                    CASE WHEN w.rate IS NULL THEN '{}' ELSE COALESCE(
                         (
                             SELECT array_agg(s.id ORDER BY s.n)
                             FROM unnest(g.starts, g.started) WITH ORDINALITY AS s(at, id, n)
                             WHERE s.at > now() - w.per
                         ),
                         '{}'
-                    ) AS kept_started
+                    ) END AS kept_started
                 FROM wanted AS w
                 WHERE w.grp = EXCLUDED.grp
                 OFFSET 0
@@ -224,14 +231,6 @@ granted AS (
         ) AS v
     )
     RETURNING g.grp, g.granted
-),
-chosen AS (
-    SELECT o.id, CASE WHEN w.conc IS NOT NULL THEN o.grp END AS limit_grp
-    FROM ordered AS o
-    LEFT JOIN wanted AS w ON w.grp = o.grp
-    LEFT JOIN granted AS t ON t.grp = o.grp
-    WHERE o.grp IS NULL
-        OR o.k <= t.granted
 )
 UPDATE akadze_jobs AS j
 SET
@@ -241,9 +240,11 @@ SET
     worker_id = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN NULL ELSE CAST(:worker_id AS uuid) END,
     started_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.started_at ELSE now() END,
     finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END,
-    limit_grp = chosen.limit_grp
-FROM chosen
-WHERE j.id = chosen.id
+    limit_grp = CASE WHEN o.conc IS NOT NULL THEN o.grp END
+FROM ordered AS o
+LEFT JOIN granted AS t ON t.grp = o.grp
+WHERE j.id = o.id
+    AND (o.grp IS NULL OR o.k <= t.granted)
 RETURNING
     j.id,
     j.task,
