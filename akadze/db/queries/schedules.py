@@ -1,4 +1,4 @@
-"""Schedules' fire times, and the pruner's batches (finished jobs, schedule runs, limit permits)."""
+"""Schedules' fire times, and the pruner's batches (finished jobs, schedule runs, idle limit groups)."""
 
 from __future__ import annotations
 
