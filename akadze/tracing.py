@@ -48,8 +48,11 @@ class _State:
     trace: Any = None
     context: Any = None
     undo_watch: Any = None
-    #: (job id, run) -> the run's open consumer span
-    open: dict[tuple[int, int], Any] = {}
+    #: (job id, run) -> the run's open consumer span and the attempt it started with
+    open: dict[tuple[int, int], tuple[Any, int]] = {}
+    #: the last stored context read and its parent Context: the jobs of one enqueue_many share
+    #: one producer span, so a drain reads each batch's context once (one tuple: swapped whole)
+    last_parent: tuple[str, Any] = ("", None)
 
 
 _state = _State()
@@ -164,7 +167,15 @@ def start_run(app: Akadze, job: Job) -> Any:
         with _lock:
             if _end_runs not in app.events.subscribers:
                 app.subscribe(_end_runs)
-    parent = _parent(job.trace_context) if job.trace_context else None
+    stored = job.trace_context
+    parent = None
+    if stored:
+        last = _state.last_parent
+        if last[0] == stored:
+            parent = last[1]
+        else:
+            parent = _parent(stored)
+            _state.last_parent = (stored, parent)
     span = _state.tracer.start_span(
         f"process {job.task}",
         context=parent,
@@ -184,9 +195,9 @@ def start_run(app: Akadze, job: Job) -> Any:
         # outcomes that never came back (fenced out, events dropped): end the oldest
         stale = opened.pop(next(iter(opened)), None)
         if stale is not None:
-            stale.set_attribute("akadze.outcome", "unknown")
-            stale.end()
-    opened[(job.id, job.run)] = span
+            stale[0].set_attribute("akadze.outcome", "unknown")
+            stale[0].end()
+    opened[(job.id, job.run)] = (span, job.attempt)
     return _state.context.attach(trace.set_span_in_context(span))
 
 
@@ -243,15 +254,19 @@ def _end_runs(event: Event) -> None:
     """Events subscriber: end a run's span once its outcome is committed, with the outcome."""
     if event.kind is not Kind.ENDED and event.kind is not Kind.COMMITTED:
         return
-    span = _state.open.pop((event.job_id, event.run), None)
-    if span is None:
+    opened = _state.open.pop((event.job_id, event.run), None)
+    if opened is None:
         return
+    span, attempt = opened
     outcome = event.outcome
-    span.set_attribute("akadze.outcome", outcome.value if outcome is not None else "unknown")
-    span.set_attribute("akadze.attempt", event.attempt)
-    failed = outcome is Verdict.FAILED or (outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY)
+    # one call: the SDK takes its lock and checks the values once per call, not per attribute
+    ended: dict[str, Any] = {"akadze.outcome": outcome.value if outcome is not None else "unknown"}
+    if event.attempt != attempt:  # a run stopped by a shutdown gives its attempt back
+        ended["akadze.attempt"] = event.attempt
     if event.error_type is not None:
-        span.set_attribute("error.type", event.error_type)
+        ended["error.type"] = event.error_type
+    span.set_attributes(ended)
+    failed = outcome is Verdict.FAILED or (outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY)
     if failed:
         from opentelemetry.trace import Status, StatusCode
 

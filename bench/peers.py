@@ -91,6 +91,22 @@ PEERS: dict[str, Peer] = {
             note="as akadze_cli, with the akadze/ of --base-ref",
         ),
         Peer(
+            "akadze_metrics",
+            "akadze, metrics",
+            "adapter_akadze.py",
+            None,
+            options={"observe": "metrics"},
+            note="as akadze_obs, with the Prometheus metrics alone",
+        ),
+        Peer(
+            "akadze_tracing",
+            "akadze, tracing",
+            "adapter_akadze.py",
+            None,
+            options={"observe": "tracing"},
+            note="as akadze_obs, with the OpenTelemetry tracing alone",
+        ),
+        Peer(
             "akadze_unique",
             "akadze, unique jobs",
             "adapter_akadze.py",

@@ -6,9 +6,13 @@ asks for it); ``await app.migrate()`` installs the schema;
 ``run(burst=True)`` for the drain (returns once no ready job is left), ``run()`` and
 ``stop()`` (graceful) for the latency step.
 
-With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every process (the SDK's
-TracerProvider, a BatchSpanProcessor and an exporter that drops what it gets: the cost of the
-spans, not of a network), and in the worker the Prometheus endpoint, scraped once a second.
+With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every process, and in the
+worker the Prometheus endpoint, scraped once a second; ``observe="metrics"`` (akadze_metrics)
+or ``"tracing"`` (akadze_tracing) turns one of them on alone. Tracing is what a production
+process runs: the SDK's TracerProvider with its default sampler (every run recorded, as the
+producer's spans are sampled), a BatchSpanProcessor (spans handed to its export thread in
+batches, nothing per span on the event loop) and an exporter that drops what it gets (the
+cost of the spans, not of a network).
 
 With ``cli`` (the akadze_cli peer), the drain's worker is the ``akadze worker`` command
 (``akadze.cli.main`` with ``__main__:cli_app --burst --slots c``, in a thread, since the command
@@ -38,9 +42,17 @@ _recorder: Recorder | None = None
 KEYS = 100
 
 
+def _traced(req: dict[str, Any]) -> bool:
+    return req.get("observe") in (True, "tracing")
+
+
+def _metered(req: dict[str, Any]) -> bool:
+    return req.get("observe") in (True, "metrics")
+
+
 def _observe(req: dict[str, Any]) -> None:
-    """Tracing on for this process (akadze_obs), once."""
-    if not req.get("observe") or _observed:
+    """Tracing on for this process (akadze_obs, akadze_tracing), once."""
+    if not _traced(req) or _observed:
         return
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -172,7 +184,7 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
         return rec.summary(time.perf_counter())
     w = Worker(app, queues=None, slots=int(req["slots"]))
     scraping = threading.Event()
-    if req.get("observe"):
+    if _metered(req):
         from prometheus_client import CollectorRegistry
 
         from akadze.metrics import serve_worker_metrics
