@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,11 +49,13 @@ class _State:
     trace: Any = None
     context: Any = None
     undo_watch: Any = None
-    #: (job id, run) -> the run's open consumer span and the attempt it started with
-    open: dict[tuple[int, int], tuple[Any, int]] = {}
+    #: (job id, run) -> the run's open consumer span (a _RunSpan)
+    open: dict[tuple[int, int], Any] = {}
     #: the last stored context read and its parent Context: the jobs of one enqueue_many share
     #: one producer span, so a drain reads each batch's context once (one tuple: swapped whole)
     last_parent: tuple[str, Any] = ("", None)
+    #: the consumer span's class (a subclass of the API's Span, made once enabled)
+    run_span: Any = None
 
 
 _state = _State()
@@ -99,6 +102,8 @@ def enable(tracer_provider: Any = None) -> None:
         _state.propagator = TraceContextTextMapPropagator()
         _state.trace = trace
         _state.context = context
+        if _state.run_span is None:
+            _state.run_span = _run_span_class(trace.Span)
         _state.off = False
         if not _state.on:
             _state.undo_watch = observe.watch_enqueue(_Producer)
@@ -159,7 +164,13 @@ class _Producer:
 def start_run(app: Akadze, job: Job) -> Any:
     """Open the run's consumer span, child of the enqueuing span, and make it current in this
     context (the run's task). Returns the token for :func:`leave_run`, or None when tracing is
-    off. The span ends when the run's outcome is committed (events)."""
+    off. The span ends when the run's outcome is committed (events).
+
+    The span is a :class:`_RunSpan`: the SDK's span is made the first time anything asks for
+    it during the run (a child span, an enqueue, ``get_current_span().set_attribute``), or
+    else by the events thread as the run's outcome is committed, with the run's start time.
+    A run that makes no span of its own costs the event loop no SDK work.
+    """
     if not wanted():
         return None
     trace = _state.trace
@@ -176,28 +187,14 @@ def start_run(app: Akadze, job: Job) -> Any:
         else:
             parent = _parent(stored)
             _state.last_parent = (stored, parent)
-    span = _state.tracer.start_span(
-        f"process {job.task}",
-        context=parent,
-        kind=trace.SpanKind.CONSUMER,
-        attributes={
-            "messaging.system": SYSTEM,
-            "messaging.operation.type": "process",
-            "messaging.destination.name": job.queue,
-            "akadze.job.id": job.id,
-            "akadze.task": job.task,
-            "akadze.queue": job.queue,
-            "akadze.attempt": job.attempt,
-        },
-    )
+    span = _state.run_span(job.task, job.queue, job.id, job.attempt, parent, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:
         # outcomes that never came back (fenced out, events dropped): end the oldest
         stale = opened.pop(next(iter(opened)), None)
         if stale is not None:
-            stale[0].set_attribute("akadze.outcome", "unknown")
-            stale[0].end()
-    opened[(job.id, job.run)] = (span, job.attempt)
+            stale.real({"akadze.outcome": "unknown"}).end()
+    opened[(job.id, job.run)] = span
     return _state.context.attach(trace.set_span_in_context(span))
 
 
@@ -205,6 +202,99 @@ def leave_run(token: Any) -> None:
     """Make the context before :func:`start_run` current again (the span stays open)."""
     if token is not None:
         _state.context.detach(token)
+
+
+def _run_span_class(api_span: type) -> Any:
+    """The consumer span class, a subclass of opentelemetry's API Span (imported by now)."""
+
+    class _RunSpan(api_span):  # type: ignore[misc]
+        """A run's consumer span that makes the SDK's span when first needed: every method of
+        the API's Span hands over to it. Thread-safe: made once, under a lock."""
+
+        __slots__ = ("attempt", "job_id", "parent", "queue", "span", "start", "task")
+
+        def __init__(self, task: str, queue: str, job_id: int, attempt: int, parent: Any, start: int) -> None:
+            self.task = task
+            self.queue = queue
+            self.job_id = job_id
+            self.attempt = attempt
+            self.parent = parent
+            self.start = start
+            self.span: Any = None
+
+        def real(self, more: dict[str, Any] | None = None) -> Any:
+            """The SDK's span, made now if it was not yet (with ``more`` attributes then)."""
+            span = self.span
+            if span is not None:
+                if more:
+                    span.set_attributes(more)
+                return span
+            with _made:
+                if self.span is None:
+                    attributes: dict[str, Any] = {
+                        "messaging.system": SYSTEM,
+                        "messaging.operation.type": "process",
+                        "messaging.destination.name": self.queue,
+                        "akadze.job.id": self.job_id,
+                        "akadze.task": self.task,
+                        "akadze.queue": self.queue,
+                        "akadze.attempt": self.attempt,
+                    }
+                    if more:
+                        attributes.update(more)
+                        more = None
+                    self.span = _state.tracer.start_span(
+                        f"process {self.task}",
+                        context=self.parent,
+                        kind=_state.trace.SpanKind.CONSUMER,
+                        attributes=attributes,
+                        start_time=self.start,
+                    )
+            if more:
+                self.span.set_attributes(more)
+            return self.span
+
+        def get_span_context(self) -> Any:
+            return self.real().get_span_context()
+
+        def is_recording(self) -> bool:
+            return bool(self.real().is_recording())
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            self.real().set_attribute(key, value)
+
+        def set_attributes(self, attributes: Any) -> None:
+            self.real().set_attributes(attributes)
+
+        def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+            self.real().add_event(name, attributes, timestamp)
+
+        def add_link(self, context: Any, attributes: Any = None) -> None:
+            self.real().add_link(context, attributes)
+
+        def update_name(self, name: str) -> None:
+            self.real().update_name(name)
+
+        def set_status(self, status: Any, description: str | None = None) -> None:
+            self.real().set_status(status, description)
+
+        def record_exception(
+            self,
+            exception: BaseException,
+            attributes: Any = None,
+            timestamp: int | None = None,
+            escaped: bool = False,
+        ) -> None:
+            self.real().record_exception(exception, attributes, timestamp, escaped)
+
+        def end(self, end_time: int | None = None) -> None:
+            self.real().end(end_time)
+
+    return _RunSpan
+
+
+#: the lock under which a run's SDK span is made (once, by the run or by the events thread)
+_made = threading.Lock()
 
 
 #: what the producer stores, the common case: a W3C traceparent without tracestate
@@ -257,15 +347,14 @@ def _end_runs(event: Event) -> None:
     opened = _state.open.pop((event.job_id, event.run), None)
     if opened is None:
         return
-    span, attempt = opened
     outcome = event.outcome
-    # one call: the SDK takes its lock and checks the values once per call, not per attribute
     ended: dict[str, Any] = {"akadze.outcome": outcome.value if outcome is not None else "unknown"}
-    if event.attempt != attempt:  # a run stopped by a shutdown gives its attempt back
+    if event.attempt != opened.attempt:  # a run stopped by a shutdown gives its attempt back
         ended["akadze.attempt"] = event.attempt
     if event.error_type is not None:
         ended["error.type"] = event.error_type
-    span.set_attributes(ended)
+    # the SDK's span, made here (with every attribute in one call) if the run never asked for it
+    span = opened.real(ended)
     failed = outcome is Verdict.FAILED or (outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY)
     if failed:
         from opentelemetry.trace import Status, StatusCode

@@ -7,10 +7,12 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -117,6 +119,44 @@ async def test_one_trace_from_a_request_through_enqueue_run_and_a_follow_up_run(
     # flags: sampled (01), with the SDK's random-trace-id bit (02) where it sets it
     assert traceparent[:-2] == f"00-{trace_id:032x}-{send_pay.context.span_id:016x}-"
     assert int(traceparent[-2:], 16) & 1
+
+
+async def test_the_run_span_is_current_recording_and_starts_when_the_run_starts(
+    app: Akadze, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The SDK's consumer span is made when the run first asks for it, or else as the outcome
+    is committed (off the event loop): either way it is the run's span, from the run's start."""
+    seen: dict[str, Any] = {}
+
+    @app.task("report.make")
+    async def make() -> None:
+        span = trace.get_current_span()
+        seen["recording"] = span.is_recording()
+        seen["context"] = span.get_span_context()
+        span.set_attribute("report.rows", 3)
+        with provider.get_tracer("the-task").start_as_current_span("render"):
+            pass
+
+    @app.task("report.quiet")
+    async def quiet() -> None:
+        seen["quiet_ran_at"] = time.time_ns()
+
+    await make.enqueue()
+    await quiet.enqueue()
+    await drain(app)
+    await flushed(app)
+    spans = exporter.get_finished_spans()
+    (run,) = by_name(spans, "process report.make")
+    (render,) = by_name(spans, "render")
+    assert seen["recording"] is True and seen["context"] == run.context
+    assert render.parent is not None and render.parent.span_id == run.context.span_id
+    attributes = dict(run.attributes or {})
+    assert (attributes["report.rows"], attributes["akadze.outcome"]) == (3, "succeeded")
+    # a run that never asked for its span: made after the outcome's commit, dated from the run
+    (run_quiet,) = by_name(spans, "process report.quiet")
+    assert run_quiet.start_time is not None and run_quiet.end_time is not None
+    assert run_quiet.start_time <= seen["quiet_ran_at"] <= run_quiet.end_time
+    assert dict(run_quiet.attributes or {})["akadze.task"] == "report.quiet"
 
 
 async def test_each_attempt_is_a_span_and_a_failure_is_an_error(
