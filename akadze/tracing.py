@@ -6,8 +6,10 @@ or after :func:`enable`; :func:`disable` turns it off for good. Until then nothi
 opentelemetry: the enqueue path checks one tuple and one ``sys.modules`` key, the run path the
 same key. A run's span is current while the task runs (a job enqueued by the task, in
 ``complete_tx`` or not, is a child of it), and ends when the run's outcome is committed, from
-the events seam (akadze/events.py), with the outcome. Span names, attributes and the trace's
-shape: docs/operations.md.
+the events seam (akadze/events.py), with the outcome. The SDK's span behind it is made when
+the run first asks for it, or else on the events thread at the end, dated from the run's
+start: the event loop pays the SDK only for runs that use their span. Span names, attributes
+and the trace's shape: docs/operations.md; what it costs: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -51,8 +53,7 @@ class _State:
     undo_watch: Any = None
     #: (job id, run) -> the run's open consumer span (a _RunSpan)
     open: dict[tuple[int, int], Any] = {}
-    #: the last stored context read and its parent Context: the jobs of one enqueue_many share
-    #: one producer span, so a drain reads each batch's context once (one tuple: swapped whole)
+    #: the last stored context read and its parent Context (_parent_of)
     last_parent: tuple[str, Any] = ("", None)
     #: the consumer span's class (a subclass of the API's Span, made once enabled)
     run_span: Any = None
@@ -178,16 +179,7 @@ def start_run(app: Akadze, job: Job) -> Any:
         with _lock:
             if _end_runs not in app.events.subscribers:
                 app.subscribe(_end_runs)
-    stored = job.trace_context
-    parent = None
-    if stored:
-        last = _state.last_parent
-        if last[0] == stored:
-            parent = last[1]
-        else:
-            parent = _parent(stored)
-            _state.last_parent = (stored, parent)
-    span = _state.run_span(job.task, job.queue, job.id, job.attempt, parent, time.time_ns())
+    span = _state.run_span(job.task, job.queue, job.id, job.attempt, job.trace_context, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:
         # outcomes that never came back (fenced out, events dropped): end the oldest
@@ -211,14 +203,17 @@ def _run_span_class(api_span: type) -> Any:
         """A run's consumer span that makes the SDK's span when first needed: every method of
         the API's Span hands over to it. Thread-safe: made once, under a lock."""
 
-        __slots__ = ("attempt", "job_id", "parent", "queue", "span", "start", "task")
+        __slots__ = ("attempt", "job_id", "queue", "span", "start", "stored", "task")
 
-        def __init__(self, task: str, queue: str, job_id: int, attempt: int, parent: Any, start: int) -> None:
+        def __init__(
+            self, task: str, queue: str, job_id: int, attempt: int, stored: str | None, start: int
+        ) -> None:
             self.task = task
             self.queue = queue
             self.job_id = job_id
             self.attempt = attempt
-            self.parent = parent
+            #: the job's stored trace context, read when the SDK's span is made
+            self.stored = stored
             self.start = start
             self.span: Any = None
 
@@ -245,7 +240,7 @@ def _run_span_class(api_span: type) -> Any:
                         more = None
                     self.span = _state.tracer.start_span(
                         f"process {self.task}",
-                        context=self.parent,
+                        context=_parent_of(self.stored),
                         kind=_state.trace.SpanKind.CONSUMER,
                         attributes=attributes,
                         start_time=self.start,
@@ -315,6 +310,19 @@ def _carrier(span_context: Any) -> str | None:
         carrier, context=_state.trace.set_span_in_context(_state.trace.NonRecordingSpan(span_context))
     )
     return json.dumps(carrier, separators=(",", ":"))
+
+
+def _parent_of(stored: str | None) -> Any:
+    """The parent Context of a run whose job stored ``stored``: the jobs of one enqueue_many
+    share one producer span, so the last one read is kept (one tuple, swapped whole)."""
+    if not stored:
+        return None
+    last = _state.last_parent
+    if last[0] == stored:
+        return last[1]
+    parent = _parent(stored)
+    _state.last_parent = (stored, parent)
+    return parent
 
 
 def _parent(stored: str) -> Any:
