@@ -285,6 +285,10 @@ def _run_span_class(api_span: type) -> Any:
         def end(self, end_time: int | None = None) -> None:
             self.real().end(end_time)
 
+        def __getattr__(self, name: str) -> Any:
+            # what the API's Span does not declare (the SDK span's name, attributes, context...)
+            return getattr(self.real(), name)
+
     return _RunSpan
 
 
