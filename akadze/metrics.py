@@ -9,10 +9,8 @@ argument values. Metric names and meanings: docs/operations.md.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import concurrent.futures
 import functools
-import itertools
 import logging
 import threading
 import time
@@ -56,101 +54,60 @@ class RunMetrics:
     """``akadze_runs_total``, ``akadze_run_duration_seconds`` and ``akadze_job_wait_seconds``,
     fed by an app's events (a subscriber: it runs on the events thread, never in a transition).
 
-    A collector of its own rather than prometheus_client's metric objects: an event costs a
-    dict lookup per label set, a bisect into the buckets and a few integer additions under one
-    lock (the client's objects take a lock per value changed and look the label child up per
-    call); a scrape reads the totals under the same lock. The exposition is the client's:
-    counters with their ``_created`` series, cumulative ``le`` buckets, ``_sum`` and ``_count``.
+    Label children are cached per (task, queue): an event costs a dict lookup and an observe.
     """
 
     def __init__(self, registry: Any) -> None:
-        _client()
-        self._lock = threading.Lock()
-        #: (task, queue, outcome) -> [runs, created]
-        self._runs: dict[tuple[str, str, str], list[float]] = {}
-        #: (task, queue) -> per bucket counts (the last one: +Inf), then the sum
-        self._durations: dict[tuple[str, str], list[float]] = {}
-        self._waits: dict[tuple[str, str], list[float]] = {}
-        self._run_le = [*(repr(float(b)) for b in RUN_BUCKETS), "+Inf"]  # the client's form: 1.0
-        self._wait_le = [*(repr(float(b)) for b in WAIT_BUCKETS), "+Inf"]
-        registry.register(self)
+        client = _client()
+        self.runs = client.Counter(
+            "akadze_runs",
+            "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
+            "snoozed, lost, released).",
+            ["task", "queue", "outcome"],
+            registry=registry,
+        )
+        self.duration = client.Histogram(
+            "akadze_run_duration_seconds",
+            "How long runs took, from claim to their outcome written.",
+            ["task", "queue"],
+            buckets=RUN_BUCKETS,
+            registry=registry,
+        )
+        self.wait = client.Histogram(
+            "akadze_job_wait_seconds",
+            "How long jobs waited to start, from their run_at to their claim (database clock).",
+            ["task", "queue"],
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+        self._runs: dict[tuple[str, str, str], Any] = {}
+        self._durations: dict[tuple[str, str], Any] = {}
+        self._waits: dict[tuple[str, str], Any] = {}
 
     def __call__(self, event: Event) -> None:
         kind = event.kind
         if kind is Kind.CLAIMED:
-            wait_s = event.wait_s
-            if wait_s is not None:
-                wait_s = max(wait_s, 0.0)
+            if event.wait_s is not None:
                 key = (event.task, event.queue)
-                with self._lock:
-                    counts = self._waits.get(key)
-                    if counts is None:
-                        counts = self._waits[key] = [0.0] * (len(WAIT_BUCKETS) + 2)
-                    counts[bisect.bisect_left(WAIT_BUCKETS, wait_s)] += 1
-                    counts[-1] += wait_s
+                child = self._waits.get(key)
+                if child is None:
+                    child = self._waits[key] = self.wait.labels(*key)
+                child.observe(max(event.wait_s, 0.0))
             return
         outcome = event.outcome
         if outcome is None:
             return  # a cancel before any run, a requeue, a schedule fire: not a run
         run_key = (event.task, event.queue, outcome.value)
-        duration_s = event.duration_s
-        with self._lock:
-            runs = self._runs.get(run_key)
-            if runs is None:
-                runs = self._runs[run_key] = [0.0, time.time()]
-            runs[0] += 1
-            if duration_s is not None:
-                key = (event.task, event.queue)
-                counts = self._durations.get(key)
-                if counts is None:
-                    counts = self._durations[key] = [0.0] * (len(RUN_BUCKETS) + 2)
-                counts[bisect.bisect_left(RUN_BUCKETS, duration_s)] += 1
-                counts[-1] += duration_s
-
-    def describe(self) -> Iterator[Any]:
-        return iter(())  # no read at registration
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily
-
-        with self._lock:
-            runs = {key: list(value) for key, value in self._runs.items()}
-            durations = {key: list(value) for key, value in self._durations.items()}
-            waits = {key: list(value) for key, value in self._waits.items()}
-        counter = CounterMetricFamily(
-            "akadze_runs",
-            "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
-            "snoozed, lost, released).",
-            labels=["task", "queue", "outcome"],
-        )
-        for key, (value, created) in runs.items():
-            counter.add_metric(key, value, created=created)
-        yield counter
-        yield _histogram(
-            "akadze_run_duration_seconds",
-            "How long runs took, from claim to their outcome written.",
-            self._run_le,
-            durations,
-        )
-        yield _histogram(
-            "akadze_job_wait_seconds",
-            "How long jobs waited to start, from their run_at to their claim (database clock).",
-            self._wait_le,
-            waits,
-        )
-
-
-def _histogram(
-    name: str, documentation: str, le: Sequence[str], series: dict[tuple[str, str], list[float]]
-) -> Any:
-    """A histogram family from per-bucket counts (made cumulative here) and their sum."""
-    from prometheus_client.core import HistogramMetricFamily
-
-    family = HistogramMetricFamily(name, documentation, labels=["task", "queue"])
-    for key, counts in series.items():
-        cumulative = list(itertools.accumulate(counts[:-1]))
-        family.add_metric(list(key), list(zip(le, cumulative, strict=True)), counts[-1])
-    return family
+        counter = self._runs.get(run_key)
+        if counter is None:
+            counter = self._runs[run_key] = self.runs.labels(*run_key)
+        counter.inc()
+        if event.duration_s is not None:
+            key = (event.task, event.queue)
+            child = self._durations.get(key)
+            if child is None:
+                child = self._durations[key] = self.duration.labels(*key)
+            child.observe(event.duration_s)
 
 
 def instrument(app: Akadze, registry: Any = None) -> Callable[[], None]:
