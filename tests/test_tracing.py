@@ -134,6 +134,8 @@ async def test_the_run_span_is_current_recording_and_starts_when_the_run_starts(
         seen["recording"] = span.is_recording()
         seen["context"] = span.get_span_context()
         span.set_attribute("report.rows", 3)
+        span.add_event("rendering")
+        seen["name"] = span.name  # type: ignore[attr-defined]  # the SDK span's, handed over
         with provider.get_tracer("the-task").start_as_current_span("render"):
             pass
 
@@ -152,6 +154,7 @@ async def test_the_run_span_is_current_recording_and_starts_when_the_run_starts(
     assert render.parent is not None and render.parent.span_id == run.context.span_id
     attributes = dict(run.attributes or {})
     assert (attributes["report.rows"], attributes["akadze.outcome"]) == (3, "succeeded")
+    assert [event.name for event in run.events] == ["rendering"] and seen["name"] == run.name
     # a run that never asked for its span: made after the outcome's commit, dated from the run
     (run_quiet,) = by_name(spans, "process report.quiet")
     assert run_quiet.start_time is not None and run_quiet.end_time is not None
