@@ -78,10 +78,18 @@ def render(data: dict[str, Any]) -> str:
         "finished": f"(b) {opt['finished']:,} finished rows",
         "delayed": f"(c) {opt['delayed']:,} delayed jobs",
         "delayed_high": f"(d) {opt['delayed']:,} delayed jobs at priority 1",
-        "held": f"(e) {opt['delayed']:,} jobs held by a full limit, ahead of the ready ones",
+        "held": f"(e) {opt.get('held', opt['delayed']):,} jobs held by a full limit, ahead of the ready ones",
     }
-    by_state = {s: [r for r in drains if r["state"] == s] for s in STATES}
-    run_states = [s for s in STATES if by_state[s]]
+    seen = list(dict.fromkeys(r["state"] for r in drains))
+    for s in seen:
+        if s.startswith("queues_"):
+            n = int(s.split("_")[1])
+            how = {"each": "claim.sql forced (a scan per queue)", "many": "claim_many.sql forced"}.get(
+                s.rsplit("_", 1)[-1], "the fetcher's claim"
+            )
+            labels[s] = f"(f) the ready jobs spread over {n:,} queues, {how}"
+    by_state = {s: [r for r in drains if r["state"] == s] for s in [*STATES, *seen]}
+    run_states = [s for s in dict.fromkeys([*STATES, *seen]) if by_state[s]]
     lines += [
         f"### Drain: {opt['jobs']:,} ready no-op jobs, one worker, {opt['slots']} slots",
         "",

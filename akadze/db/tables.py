@@ -68,6 +68,13 @@ Index(
     jobs.c.id,
     postgresql_where=text("state = 'queued'"),
 )
+Index(
+    "akadze_jobs_claim_many_idx",
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.id,
+    postgresql_where=text("state = 'queued' AND queue <> ''"),
+)
 Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state = 'running'"))
 Index(
     "akadze_jobs_prune_idx",

@@ -35,14 +35,20 @@ logger = logging.getLogger("akadze.worker")
 Claim = Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]
 
 
-def choose_claim(app: Akadze) -> Claim:
-    """The claim a worker of ``app`` runs: the plain one unless some task has a Limit."""
+#: a worker serving more queues than this claims with one scan over all of them (claim_many.sql)
+#: rather than one per queue (claim.sql); docs/worker.md has the measurements behind the number
+MANY_QUEUES = 8
+
+
+def choose_claim(app: Akadze, queues: Sequence[str]) -> Claim:
+    """The claim a worker of ``app`` runs: claim_limited if some task has a Limit, else claim
+    (claim_many past MANY_QUEUES queues)."""
     limits = limit_params(
         {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
     )
-    if limits is None:
-        return Queries.claim
-    return functools.partial(Queries.claim_limited, limits=limits)
+    if limits is not None:
+        return functools.partial(Queries.claim_limited, limits=limits)
+    return Queries.claim_many if len(queues) > MANY_QUEUES else Queries.claim
 
 
 class Fetcher:
@@ -81,8 +87,8 @@ class Fetcher:
         #: the connection claims run on (the worker registers and unregisters on it too)
         self.held = HeldConnection(app.engine)
         self._app = app
-        #: the claim statement: claim.sql, or claim_limited.sql when a task has a Limit
-        self.claim = choose_claim(app)
+        #: the claim statement: claim.sql, claim_many.sql or claim_limited.sql (choose_claim)
+        self.claim = choose_claim(app, self.queues)
         self._running = running
         self._completer = completer
         self._start = start

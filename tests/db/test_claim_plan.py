@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
+from akadze import Akadze
+from akadze.db.queries import Queries
 from akadze.db.sql import statement
+from akadze.testing import drain
+from akadze.worker import Worker
+from akadze.worker.fetcher import MANY_QUEUES
 from tests.support import plain
 
 FINISHED = 1_000_000
@@ -39,6 +46,10 @@ INSERT INTO akadze_jobs (task, queue, run_at)
 SELECT 'bulk', (ARRAY['default', 'mail'])[1 + n % 2], now() - make_interval(secs => n)
 FROM generate_series(1, {QUEUED}) AS n
 """
+
+
+#: the claim statements (fetcher.choose_claim) and the index each must read
+CLAIMS = {"claim": "akadze_jobs_claim_idx", "claim_many": "akadze_jobs_claim_many_idx"}
 
 
 def _scans(node: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
@@ -71,16 +82,41 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
 
         for mode in ("auto", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
-            claim = await _plan(conn, "claim", ["default", "mail"], 10, str(uuid.uuid4()))
-            # the claim index finds the rows; the primary key joins them to the update
-            indexes = {index for _, relation, index in claim if relation == "akadze_jobs" and index}
-            assert indexes <= {"akadze_jobs_claim_idx", "akadze_jobs_pkey"}, (mode, claim)
-            assert ("Index Scan", "akadze_jobs", "akadze_jobs_claim_idx") in claim, (mode, claim)
-            assert not any(kind == "Seq Scan" and relation == "akadze_jobs" for kind, relation, _ in claim)
+            for name, index in CLAIMS.items():
+                claim = await _plan(conn, name, ["default", "mail"], 10, str(uuid.uuid4()))
+                # the claim's index finds the rows; the primary key joins them to the update
+                indexes = {index for _, relation, index in claim if relation == "akadze_jobs" and index}
+                assert indexes <= {index, "akadze_jobs_pkey"}, (mode, claim)
+                assert ("Index Scan", "akadze_jobs", index) in claim, (mode, claim)
+                assert not any(kind == "Seq Scan" and rel == "akadze_jobs" for kind, rel, _ in claim)
+                if name == "claim_many":
+                    # one ordered scan over every queue: a sort would mean reading every ready job
+                    assert not any(kind == "Sort" for kind, _, _ in claim), (mode, claim)
 
             prune = await _plan(conn, "prune_jobs", 7 * 86400.0, 1000, 1)
             assert ("Index Scan", "akadze_jobs", "akadze_jobs_prune_idx") in prune, (mode, prune)
             assert not any(kind == "Seq Scan" and relation == "akadze_jobs" for kind, relation, _ in prune)
+    finally:
+        await conn.close()
+
+
+async def test_each_claim_reads_its_own_index_even_before_any_statistics(database_url: str) -> None:
+    # two indexes hold the queued jobs in claim order; claim.sql, which names one queue per scan,
+    # must never be planned on the queue-less one (it would read every queue's jobs), nor
+    # claim_many.sql on the per-queue one (it would sort every ready job)
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute(
+            "INSERT INTO akadze_jobs (task, queue) "
+            "SELECT 'bulk', 'q' || (n % 10) FROM generate_series(1, 300) AS n"
+        )
+        for mode in ("auto", "force_generic_plan"):
+            await conn.execute(f"SET plan_cache_mode = {mode}")
+            for name, own in CLAIMS.items():
+                plan = await _plan(conn, name, ["q1", "q2"], 10, str(uuid.uuid4()))
+                indexes = {index for _, relation, index in plan if relation == "akadze_jobs" and index}
+                assert indexes <= {own, "akadze_jobs_pkey"}, (mode, name, plan)
+                assert ("Index Scan", "akadze_jobs", own) in plan, (mode, name, plan)
     finally:
         await conn.close()
 
@@ -94,13 +130,15 @@ FROM generate_series(1, {DELAYED}) AS n
 """
 
 
-async def _explain_claim(conn: asyncpg.Connection, queues: list[str], limit: int) -> tuple[int, int, str]:
+async def _explain_claim(
+    conn: asyncpg.Connection, name: str, queues: list[str], limit: int
+) -> tuple[int, int, str]:
     """(rows claimed, shared buffers touched, the plan as text) of one claim, rolled back."""
     tx = conn.transaction()
     await tx.start()
     try:
         raw = await conn.fetchval(
-            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement('claim').pg}",
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement(name).pg}",
             queues,
             limit,
             str(uuid.uuid4()),
@@ -114,8 +152,9 @@ async def _explain_claim(conn: asyncpg.Connection, queues: list[str], limit: int
 @pytest.mark.parametrize(
     "delayed_priority", [1, 0, -1], ids=["delayed-above", "delayed-level", "delayed-below"]
 )
+@pytest.mark.parametrize("name", list(CLAIMS))
 async def test_the_claim_never_reads_the_delayed_jobs_whatever_their_priority(
-    database_url: str, delayed_priority: int
+    database_url: str, delayed_priority: int, name: str
 ) -> None:
     conn = await asyncpg.connect(plain(database_url))
     try:
@@ -127,7 +166,7 @@ async def test_the_claim_never_reads_the_delayed_jobs_whatever_their_priority(
             await conn.execute("SET jit = off")
             # idle: nothing is ready, 100,000 jobs wait in the claimed queue's index (a scan of
             # them, as the claim did before it walked the priorities, reads about 600 buffers)
-            rows, buffers, plan = await _explain_claim(conn, ["default"], 50)
+            rows, buffers, plan = await _explain_claim(conn, name, ["default"], 50)
             assert rows == 0
             assert buffers <= 40, (mode, buffers, plan)
         await conn.execute("RESET plan_cache_mode")
@@ -136,18 +175,19 @@ async def test_the_claim_never_reads_the_delayed_jobs_whatever_their_priority(
             "SELECT 'bulk', 'default', 0 FROM generate_series(1, 2000)"
         )
         await conn.execute("ANALYZE akadze_jobs")
-        rows, buffers, plan = await _explain_claim(conn, ["default"], 50)
+        rows, buffers, plan = await _explain_claim(conn, name, ["default"], 50)
         assert rows == 50
         # the 50 jobs' entries and rows, locked then updated: the delayed entries are not read
         assert buffers <= 700, (buffers, plan)
-        assert '"Index Name": "akadze_jobs_claim_idx"' in plan
-        assert '"Node Type": "Seq Scan"' not in plan
+        assert f'"Index Name": "{CLAIMS[name]}"' in plan
+        assert ("Seq Scan", "akadze_jobs", None) not in _scans(json.loads(plan))
     finally:
         await conn.close()
 
 
+@pytest.mark.parametrize("name", list(CLAIMS))
 async def test_the_claim_takes_ready_jobs_across_priorities_and_queues_in_claim_order(
-    database_url: str,
+    database_url: str, name: str
 ) -> None:
     conn = await asyncpg.connect(plain(database_url))
     try:
@@ -179,7 +219,7 @@ async def test_the_claim_takes_ready_jobs_across_priorities_and_queues_in_claim_
             tx = conn.transaction()
             await tx.start()
             try:
-                rows = await conn.fetch(statement("claim").pg, queues, limit, str(uuid.uuid4()))
+                rows = await conn.fetch(statement(name).pg, queues, limit, str(uuid.uuid4()))
             finally:
                 await tx.rollback()
             return sorted((by_id[r["id"]] for r in rows), key=[label for label, *_ in jobs].index)
@@ -198,3 +238,57 @@ async def test_the_claim_takes_ready_jobs_across_priorities_and_queues_in_claim_
         assert set(await claim(["a", "b"], 3)) == {"b1", "b0"}
     finally:
         await conn.close()
+
+
+async def test_a_claim_over_a_thousand_queues_reads_one_scan_not_a_probe_per_queue(database_url: str) -> None:
+    queues = [f"q{n}" for n in range(1000)]
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        await conn.execute(
+            "INSERT INTO akadze_jobs (task, queue) "
+            "SELECT 'bulk', 'q' || (n % 1000) FROM generate_series(1, 5000) AS n"
+        )
+        await conn.execute("ANALYZE akadze_jobs")
+        rows, many, plan = await _explain_claim(conn, "claim_many", queues, 50)
+        assert rows == 50
+        # the 50 jobs' entries and rows, locked then updated (about 600 buffers with claim.sql's
+        # single queue): nothing per queue
+        assert many <= 800, (many, plan)
+        rows, per_queue, _ = await _explain_claim(conn, "claim", queues, 50)
+        assert rows == 50
+        assert per_queue > 5 * many  # a probe and up to :limit locks per queue
+    finally:
+        await conn.close()
+
+
+def test_a_worker_of_many_queues_claims_with_one_scan_over_them() -> None:
+    app = Akadze(database_url="postgresql://localhost/unused")
+    few = [f"q{n}" for n in range(MANY_QUEUES)]
+    assert Worker(app, queues=few).fetcher.claim is Queries.claim
+    assert Worker(app, queues=[*few, "one-more"]).fetcher.claim is Queries.claim_many
+
+
+async def test_a_worker_of_many_queues_runs_them_in_claim_order_and_skips_a_paused_one(
+    make_app: Callable[..., Akadze],
+) -> None:
+    app = make_app()
+    order: list[str] = []
+    queues = [f"q{n}" for n in range(MANY_QUEUES + 2)]
+    tasks = {}
+    for queue in queues:
+
+        @app.task(f"t.{queue}", queue=queue)
+        async def run(label: str) -> None:
+            order.append(label)
+
+        tasks[queue] = run
+    assert Worker(app).fetcher.claim is Queries.claim_many
+    await tasks["q3"].using(priority=1).enqueue(label="q3-p1")
+    await tasks["q0"].enqueue(label="q0-p0-first")
+    await tasks["q9"].using(priority=5, delay=timedelta(hours=1)).enqueue(label="q9-delayed")
+    await tasks["q5"].using(priority=2).enqueue(label="q5-p2")
+    await tasks["q7"].using(priority=9).enqueue(label="q7-paused")
+    await tasks["q1"].enqueue(label="q1-p0-second")
+    await app.pause_queue("q7")
+    assert await drain(app, slots=1) == 4
+    assert order == ["q5-p2", "q3-p1", "q0-p0-first", "q1-p0-second"]

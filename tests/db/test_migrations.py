@@ -28,6 +28,7 @@ RELEASED = {
     (4, "awaited_jobs"): "e2022b59d310c7172ce58c169b5302c06fea4055ac83392067168b494ef42965",
     (6, "flow_control"): "bde0258b6d8c91e1fa3a3f6e71e918661b09995904bfaa1ccb99a21ac11946d0",
     (7, "limit_groups"): "fef5ec7f5ddf8031a00121f2775f6b790761f8235b0af3481d8f6f5f651da10e",
+    (8, "claim_many_queues"): "53b3524836cf187f38f962ea06ac22c5f524b994b645b5726244c65c2216c83d",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

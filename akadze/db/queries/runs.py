@@ -34,6 +34,13 @@ class RunQueries:
         return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
+    async def claim_many(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
+        """claim, for a worker of many queues: one scan over all of them (claim_many.sql says why)."""
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
+        rows = await fetch(conn, statement("claim_many"), params)
+        return [row_to_job(row, json_text=True) for row in rows]
+
+    @staticmethod
     async def claim_limited(
         conn: Connection, queues: Sequence[str], limit: int, worker_id: str, limits: LimitParams
     ) -> list[Job]:
