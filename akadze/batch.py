@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 import pydantic_core
@@ -40,17 +41,20 @@ def encode_many(codec: ArgsCodec, items: Iterable[Mapping[str, Any]]) -> list[st
         return [codec.encode(item) for item in given]
     try:
         validated = _list_validator(codec).validate_python([dict(item) for item in given])
-        encoded = [ARGS_ENCODER.encode(value) for value in validated]
+        encoded = list(map(ARGS_ENCODER.encode, validated))
     except Exception:
         # encode raises what it always raises for the first bad item
         return [codec.encode(item) for item in given]
+    # C-level passes over the batch (map, not a Python step per item); the nesting bound adds
+    # the most brackets of each kind any item has, so it is never below an item's own count
     if (
         max(map(len, encoded)) > codec.max_bytes
-        or any(p.count(b"[") + p.count(b"{") > MAX_JSON_DEPTH for p in encoded)
+        or max(map(bytes.count, encoded, repeat(b"["))) + max(map(bytes.count, encoded, repeat(b"{")))
+        > MAX_JSON_DEPTH
         or _scan(b",".join(encoded), codec.may_hold_float)
     ):
         return [codec.encode_validated(value) for value in validated]
-    return [p.decode() for p in encoded]
+    return list(map(bytes.decode, encoded))
 
 
 def _scan(joined: bytes, may_hold_float: bool) -> bool:

@@ -131,3 +131,15 @@ async def test_the_jobs_returned_are_the_rows_stored(app: Akadze, database_url: 
         assert await app.get_job(job.id) == job
     stored = await fetchval(database_url, "SELECT array_agg(args::text ORDER BY id) FROM akadze_jobs")
     assert [json.loads(text) for text in stored] == items
+
+
+def test_items_each_under_the_nesting_limit_pass_whatever_the_batch_holds() -> None:
+    """The batch's nesting bound adds the deepest lists to the deepest objects of different
+    items: past it, every item gets the exact check, and none is refused wrongly."""
+    codec = _rich_codec()
+    lists = _deep(MAX_JSON_DEPTH - 2)
+    objects: Any = "leaf"
+    for _ in range(MAX_JSON_DEPTH - 2):
+        objects = {"k": objects}
+    items = [_item(1, anything=lists), _item(2, anything=objects), _item(3)]
+    assert encode_many(codec, items) == [codec.encode(item) for item in items]
