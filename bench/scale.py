@@ -3,6 +3,7 @@ many worker processes, direct and through PgBouncer in transaction mode.
 
     .venv/bin/python -m bench.scale retention --akadze-ref HEAD   # pruning on vs off, one worker
     .venv/bin/python -m bench.scale processes --akadze-ref HEAD   # 1 vs 4 processes, direct vs PgBouncer
+    .venv/bin/python -m bench.scale cli_rss --akadze-ref HEAD --base-ref REF   # akadze worker's peak RSS
 
 Every trial starts on a fresh database ``bench_scale`` (dropped and created), migrated, with
 --jobs ready no-op jobs enqueued by ``enqueue_many`` and ANALYZEd. Worker processes
@@ -18,6 +19,10 @@ their order rotates each repeat; figures are medians (min-max), ratios taken wit
 - processes: ``p1_direct`` one process with --slots; ``p4_direct`` four processes sharing the same
   slots; ``p1_bouncer`` and ``p4_bouncer`` the same through PgBouncer (Debian's, transaction mode,
   --pool-size server connections; started as tests/faults/pgbouncer.py starts it). Burst mode.
+- cli_rss: the ``akadze worker scale_worker:cli_app --burst --slots`` command itself (a process
+  of its own, as a deployment runs it) drains the jobs; its peak RSS is ``ru_maxrss`` of the
+  child, read by a wrapper (RUSAGE_CHILDREN). ``cli_after`` runs --akadze-ref, ``cli_before``
+  --base-ref.
 """
 
 from __future__ import annotations
@@ -196,6 +201,48 @@ async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) ->
     return rate_of(await h.workers(reqs, f"processes-{variant}"))
 
 
+#: runs the command as a child and prints its peak RSS (kB) as the last line
+RSS_WRAPPER = (
+    "import resource, subprocess, sys; "
+    "code = subprocess.run([sys.executable, '-c', "
+    "\"import sys; sys.argv[0] = 'akadze'; from akadze.cli import main; main()\", "
+    "*sys.argv[1:]]).returncode; "
+    "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+async def cli_rss_trial(h: Harness, variant: str, paths: dict[str, Path]) -> dict[str, Any]:
+    url = await h.fresh()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(paths[variant]), str(BENCH_DIR)]),
+        "AKADZE_DATABASE_URL": url,
+    }
+    argv = [
+        "worker",
+        "scale_worker:cli_app",
+        "--burst",
+        "--slots",
+        str(h.args.slots),
+        "--log-level",
+        "WARNING",
+    ]
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RSS_WRAPPER, *argv, stdout=asyncio.subprocess.PIPE, env=env, cwd=str(h.log_dir)
+    )
+    out, _ = await proc.communicate()
+    elapsed = time.perf_counter() - t0
+    code, rss_kb = out.decode().split()[-2:]
+    if code != "0":
+        raise RuntimeError(f"akadze worker exited {code}")
+    return {
+        "rate": h.args.jobs / elapsed,
+        "maxrss_mb": int(rss_kb) / 1024,
+        "note": "rate: jobs / process lifetime",
+    }
+
+
 def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> str:
     lines = [
         f"| variant | jobs/s median (min-max) | ratio to {base} (per repeat) | extra |",
@@ -211,7 +258,9 @@ def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> st
             if b["variant"] == base and b["rep"] == r["rep"]
         ]
         extra = ""
-        if "max_finished" in mine[0]:
+        if "note" in mine[0]:
+            extra = "peak RSS MB " + ", ".join(f"{r['maxrss_mb']:.2f}" for r in mine)
+        elif "max_finished" in mine[0]:
             extra = "max finished rows " + ", ".join(f"{r['max_finished']:.0f}" for r in mine)
             extra += "; oldest finished s " + ", ".join(f"{r['max_oldest_s']:.1f}" for r in mine)
         else:
@@ -242,9 +291,14 @@ async def main_async(args: argparse.Namespace) -> None:
         "load_start": os.getloadavg(),
     }
     bouncer = None
+    paths: dict[str, Path] = {}
     if args.what == "retention":
         variants, base = ["prune_off", "prune_on"], "prune_off"
         meta.update(retention_s=args.retention_s, interval_s=args.interval_s)
+    elif args.what == "cli_rss":
+        variants, base = ["cli_after", "cli_before"], "cli_before"
+        paths = {"cli_after": snap, "cli_before": snap / "base"}
+        meta["base"] = snapshot_akadze(snap / "base", args.base_ref, base=True)
     else:
         variants, base = ["p1_direct", "p4_direct", "p1_bouncer", "p4_bouncer"], "p1_direct"
         from tests.faults.pgbouncer import PgBouncer
@@ -263,6 +317,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 load = os.getloadavg()[0]
                 if args.what == "retention":
                     rec = await retention_trial(h, v)
+                elif args.what == "cli_rss":
+                    rec = await cli_rss_trial(h, v, paths)
                 else:
                     rec = await processes_trial(h, v, bport)
                 rec.update(variant=v, rep=rep, load1=load)
@@ -280,7 +336,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["retention", "processes"])
+    ap.add_argument("what", choices=["retention", "processes", "cli_rss"])
     ap.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     ap.add_argument(
         "--jobs", type=int, default=None, help="jobs per trial (retention 200,000; processes 40,000)"
@@ -291,10 +347,11 @@ def main() -> None:
     ap.add_argument("--interval-s", type=float, default=1.0, help="seconds between pruner passes")
     ap.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
     ap.add_argument("--akadze-ref", default=None)
+    ap.add_argument("--base-ref", default=None, help="cli_rss: the earlier version")
     ap.add_argument("--output", default=None)
     args = ap.parse_args()
     if args.jobs is None:
-        args.jobs = 200_000 if args.what == "retention" else 40_000
+        args.jobs = {"retention": 200_000, "processes": 40_000, "cli_rss": 20_000}[args.what]
     args.output = args.output or str(BENCH_DIR / "results" / f"scale-{args.what}.json")
     asyncio.run(main_async(args))
 

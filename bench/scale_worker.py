@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import resource
 import sys
 import time
@@ -77,6 +78,19 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
         "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
     }
+
+
+def cli_app() -> Any:
+    """``akadze worker scale_worker:cli_app`` (``bench.scale cli_rss``): the no-op task on
+    AKADZE_DATABASE_URL, for the command line's own worker."""
+    from akadze import Akadze
+
+    app = Akadze(database_url=os.environ["AKADZE_DATABASE_URL"])
+
+    @app.task("bench.noop", queue="default")
+    async def noop(i: int) -> None: ...
+
+    return app
 
 
 def main() -> None:
