@@ -19,6 +19,8 @@ their order rotates each repeat; figures are medians (min-max), ratios taken wit
 - processes: ``p1_direct`` one process with --slots; ``p4_direct`` four processes sharing the same
   slots; ``p1_bouncer`` and ``p4_bouncer`` the same through PgBouncer (Debian's, transaction mode,
   --pool-size server connections; started as tests/faults/pgbouncer.py starts it). Burst mode.
+  ``p4x_direct`` (a diagnostic) gives each of the four processes all --slots: the claim and
+  completion batches of one process, four times the slots.
 - cli_rss: the ``akadze worker scale_worker:cli_app --burst --slots`` command itself (a process
   of its own, as a deployment runs it) drains the jobs; its peak RSS is ``ru_maxrss`` of the
   child, read by a wrapper (RUSAGE_CHILDREN). ``cli_after`` runs --akadze-ref, ``cli_before``
@@ -191,14 +193,29 @@ async def retention_trial(h: Harness, variant: str) -> dict[str, Any]:
     return out
 
 
+XACTS_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+
+
 async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) -> dict[str, Any]:
     a = h.args
     url = await h.fresh()
     n = 4 if variant.startswith("p4") else 1
     dsn = with_db(a.dsn, DB, bouncer_port) if variant.endswith("bouncer") else url
-    slots = [a.slots // n + (1 if k < a.slots % n else 0) for k in range(n)]
+    if variant.startswith("p4x"):  # four processes with every slot each: batch sizes as one process's
+        slots = [a.slots] * n
+    else:
+        slots = [a.slots // n + (1 if k < a.slots % n else 0) for k in range(n)]
     reqs = [{"dsn": dsn, "slots": s, "mode": "burst", "prune": None} for s in slots]
-    return rate_of(await h.workers(reqs, f"processes-{variant}"))
+    conn = await asyncpg.connect(url)
+    try:
+        before = await conn.fetchval(XACTS_SQL)
+        out = rate_of(await h.workers(reqs, f"processes-{variant}"))
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        await asyncio.sleep(1.0)  # exited backends flush their statistics
+        out["xacts_per_job"] = (await conn.fetchval(XACTS_SQL) - before) / a.jobs
+    finally:
+        await conn.close()
+    return out
 
 
 #: runs the command as a child and prints its peak RSS (kB) as the last line
@@ -264,7 +281,10 @@ def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> st
             extra = "max finished rows " + ", ".join(f"{r['max_finished']:.0f}" for r in mine)
             extra += "; oldest finished s " + ", ".join(f"{r['max_oldest_s']:.1f}" for r in mine)
         else:
-            extra = "jobs per process " + "; ".join("/".join(map(str, r["per_process"])) for r in mine)
+            extra = "xacts/job " + ", ".join(f"{r['xacts_per_job']:.3f}" for r in mine)
+            extra += "; worker CPU ms/job " + ", ".join(
+                f"{1000 * r['cpu_s'] / r['started']:.3f}" for r in mine
+            )
         lines.append(
             f"| {v} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {extra} |"
@@ -300,7 +320,7 @@ async def main_async(args: argparse.Namespace) -> None:
         paths = {"cli_after": snap, "cli_before": snap / "base"}
         meta["base"] = snapshot_akadze(snap / "base", args.base_ref, base=True)
     else:
-        variants, base = ["p1_direct", "p4_direct", "p1_bouncer", "p4_bouncer"], "p1_direct"
+        variants, base = ["p1_direct", "p4_direct", "p4x_direct", "p1_bouncer", "p4_bouncer"], "p1_direct"
         from tests.faults.pgbouncer import PgBouncer
 
         host, port = "127.0.0.1", 5432
