@@ -104,7 +104,7 @@ def enable(tracer_provider: Any = None) -> None:
         _state.trace = trace
         _state.context = context
         if _state.run_span is None:
-            _state.run_span = _run_span_class(trace.Span)
+            _state.run_span = _run_span_class(trace.Span, trace.INVALID_SPAN)
         _state.off = False
         if not _state.on:
             _state.undo_watch = observe.watch_enqueue(_Producer)
@@ -196,8 +196,9 @@ def leave_run(token: Any) -> None:
         _state.context.detach(token)
 
 
-def _run_span_class(api_span: type) -> Any:
-    """The consumer span class, a subclass of opentelemetry's API Span (imported by now)."""
+def _run_span_class(api_span: type, making: Any) -> Any:
+    """The consumer span class, a subclass of opentelemetry's API Span (imported by now);
+    ``making`` stands for a span being made (the API's invalid span)."""
 
     class _RunSpan(api_span):  # type: ignore[misc]
         """A run's consumer span that makes the SDK's span when first needed: every method of
@@ -218,14 +219,19 @@ def _run_span_class(api_span: type) -> Any:
             self.span: Any = None
 
         def real(self, more: dict[str, Any] | None = None) -> Any:
-            """The SDK's span, made now if it was not yet (with ``more`` attributes then)."""
+            """The SDK's span, made now if it was not yet (with ``more`` attributes then).
+
+            While it is being made, a call from the same thread (a span processor's
+            ``on_start`` reading the current span) gets the invalid span instead of waiting
+            for itself; another thread waits for it."""
             span = self.span
-            if span is not None:
+            if span is not None and span is not making:
                 if more:
                     span.set_attributes(more)
                 return span
             with _made:
                 if self.span is None:
+                    self.span = making
                     attributes: dict[str, Any] = {
                         "messaging.system": SYSTEM,
                         "messaging.operation.type": "process",
@@ -238,13 +244,17 @@ def _run_span_class(api_span: type) -> Any:
                     if more:
                         attributes.update(more)
                         more = None
-                    self.span = _state.tracer.start_span(
-                        f"process {self.task}",
-                        context=_parent_of(self.stored),
-                        kind=_state.trace.SpanKind.CONSUMER,
-                        attributes=attributes,
-                        start_time=self.start,
-                    )
+                    try:
+                        self.span = _state.tracer.start_span(
+                            f"process {self.task}",
+                            context=_parent_of(self.stored),
+                            kind=_state.trace.SpanKind.CONSUMER,
+                            attributes=attributes,
+                            start_time=self.start,
+                        )
+                    except BaseException:
+                        self.span = None
+                        raise
             if more:
                 self.span.set_attributes(more)
             return self.span
@@ -292,8 +302,9 @@ def _run_span_class(api_span: type) -> Any:
     return _RunSpan
 
 
-#: the lock under which a run's SDK span is made (once, by the run or by the events thread)
-_made = threading.Lock()
+#: the lock under which a run's SDK span is made (once, by the run or by the events thread);
+#: reentrant: the SDK calls the span processors' on_start while it is held
+_made = threading.RLock()
 
 
 #: what the producer stores, the common case: a W3C traceparent without tracestate

@@ -13,7 +13,8 @@ from typing import Any, TypedDict
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -160,6 +161,38 @@ async def test_the_run_span_is_current_recording_and_starts_when_the_run_starts(
     assert run_quiet.start_time is not None and run_quiet.end_time is not None
     assert run_quiet.start_time <= seen["quiet_ran_at"] <= run_quiet.end_time
     assert dict(run_quiet.attributes or {})["akadze.task"] == "report.quiet"
+
+
+class CurrentSpanReader(SpanProcessor):
+    """A span processor that reads the current span as a span starts (as context-enriching
+    processors do)."""
+
+    def __init__(self) -> None:
+        self.seen: list[trace.SpanContext] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.seen.append(trace.get_current_span().get_span_context())
+
+
+@pytest.mark.timeout(60)
+async def test_a_span_processor_reading_the_current_span_as_the_run_span_is_made(
+    app: Akadze, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The run's SDK span is made inside the run (the task asks for it) while the run's span is
+    current: the processor's on_start must not wait for that span (it gets the invalid one)."""
+    reader = CurrentSpanReader()
+    provider.add_span_processor(reader)
+
+    @app.task("report.tag")
+    async def tag() -> None:
+        trace.get_current_span().set_attribute("report.tagged", True)
+
+    await tag.enqueue()
+    await drain(app)
+    await flushed(app)
+    (run,) = by_name(exporter.get_finished_spans(), "process report.tag")
+    assert dict(run.attributes or {})["report.tagged"] is True
+    assert trace.INVALID_SPAN_CONTEXT in reader.seen
 
 
 async def test_each_attempt_is_a_span_and_a_failure_is_an_error(
