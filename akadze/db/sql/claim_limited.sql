@@ -12,11 +12,11 @@
 -- runs (claims add their grants; ends never write the row): while the grant fits under it,
 -- nothing is counted; past it, the runs are counted (akadze_jobs_limit_idx, whose predicate the
 -- counts repeat: "running" spelled as the other states excluded) when the row's last
--- writer is in this statement's snapshot, else nothing more is granted this time. So a permit
--- cannot leak: a run that ended, was put back or was rescued is simply not counted. The rate
--- window is the row's start times, read and rewritten under the same lock. Of each group's
--- jobs, the first `granted` in the claim's order are claimed; the others stay queued and spend
--- nothing. A cancelled or expired job ends at claim without counting. A paused queue
+-- writer is in this statement's snapshot, else only what fits under the stored bound is
+-- granted. So a place cannot leak: a run that ended, was put back or was rescued is simply not
+-- counted. The rate window is the row's start times, read and rewritten under the same lock.
+-- Of each group's jobs, the first `granted` in the claim's order are claimed; the others stay
+-- queued and spend nothing. A cancelled or expired job ends at claim without counting. A paused queue
 -- (akadze_queue_pauses) is skipped by every scan, as in claim.sql.
 WITH snap AS (
     -- this statement's snapshot, read once: a group row written by a claim it does not see
