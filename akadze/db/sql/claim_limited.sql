@@ -70,6 +70,20 @@ lim AS MATERIALIZED (
         ) AS room
     FROM limits AS l
 ),
+full_groups AS MATERIALIZED (
+    -- the keyed concurrency groups at their cap, counted once per claim from the running jobs
+    -- of limited tasks (akadze_jobs_limit_idx read whole: its rows are running jobs only), so
+    -- that the scan tests a keyed job with a hash probe, however many it walks past
+    SELECT r.limit_grp AS grp
+    FROM akadze_jobs AS r
+    JOIN lim AS l ON l.task = r.task
+    WHERE r.limit_grp IS NOT NULL
+        AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
+        AND l.key IS NOT NULL
+        AND l.conc IS NOT NULL
+    GROUP BY r.limit_grp, l.conc
+    HAVING count(*) >= l.conc
+),
 seen AS (
     -- one scan per queue in the claim's order: other tasks' jobs are taken as they come, a
     -- limited task's job when its group looks to have room (or it ends at claim)
@@ -99,21 +113,15 @@ seen AS (
                 WHEN g.exempt THEN true
                 WHEN NOT l.room THEN false
                 WHEN l.key IS NULL THEN true
+                WHEN g.grp IN (SELECT f.grp FROM full_groups AS f) THEN false
+                WHEN l.rate IS NULL THEN true
                 ELSE COALESCE(
                     (
-                        SELECT
-                            (l.conc IS NULL OR k.running < l.conc OR l.conc > (
-                                SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = k.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
-                            ))
-                            AND (l.rate IS NULL OR l.rate > (
-                                SELECT count(*) FROM unnest(k.starts) AS s(at) WHERE s.at > now() - l.per
-                            ))
+                        SELECT l.rate > (SELECT count(*) FROM unnest(k.starts) AS s(at) WHERE s.at > now() - l.per)
                         FROM akadze_limit_groups AS k
                         WHERE k.grp = g.grp
                     ),
-                    l.conc IS NULL OR l.conc > (
-                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
-                    )
+                    true
                 )
             END
         ORDER BY j.priority DESC, j.run_at, j.id
