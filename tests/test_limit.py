@@ -185,6 +185,29 @@ async def test_a_held_job_stays_queued_spends_nothing_and_other_jobs_still_run(
     assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 6
 
 
+async def test_a_held_job_starts_once_the_job_before_it_is_written_not_at_the_next_poll(
+    app: Akadze, database_url: str
+) -> None:
+    """The claim that held the second job came back short, so no claim follows by itself: the
+    written end of the first wakes the fetcher (a poll would come 30 s later)."""
+    started: list[float] = []
+
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one() -> None:
+        started.append(asyncio.get_running_loop().time())
+
+    await one.enqueue()
+    await one.enqueue()
+    worker = Worker(app, slots=5, poll_interval=timedelta(seconds=30))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await wait_until(lambda: len(started) == 2, timeout=10)
+    finally:
+        worker.stop()
+        await serving
+    assert started[1] - started[0] < 5
+
+
 async def test_a_permit_comes_back_when_its_job_ends(app: Akadze, database_url: str) -> None:
     @app.task("t", limit=Limit(concurrency=2))
     async def t() -> None: ...

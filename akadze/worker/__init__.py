@@ -289,7 +289,8 @@ class Worker:
             self.events.publish(event)
 
     def _written(self, batch: Sequence[Completion], jobs: Sequence[Completed]) -> None:
-        self.fetcher.nudge()  # slots held by unwritten outcomes may be free again
+        # slots held by unwritten outcomes may be free again, and places in limits
+        self.fetcher.written(job.task for job in jobs)
         if len(jobs) < len(batch):
             applied = {job.id for job in jobs}
             for ended in batch:

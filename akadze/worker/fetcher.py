@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from akadze import hooks
@@ -89,6 +89,8 @@ class Fetcher:
         self._app = app
         #: the claim statement: claim.sql, claim_many.sql or claim_limited.sql (choose_claim)
         self.claim = choose_claim(app, self.queues)
+        #: the tasks with a Limit: a written end of one of theirs may free a place in its group
+        self._limited = frozenset(name for name, task in app.tasks.items() if task.options.limit)
         self._running = running
         self._completer = completer
         self._start = start
@@ -108,6 +110,15 @@ class Fetcher:
     def nudge(self) -> None:
         """A slot may be free: look again (a claim runs only if jobs may be ready)."""
         self._wake.set()
+
+    def written(self, tasks: Iterable[str]) -> None:
+        """Outcomes of jobs of ``tasks`` were written: their slots are free, and so are their
+        places in their limits. A job its limit held back at the last claim (which came back
+        short, so no claim follows by itself) may be claimable now: claim."""
+        if self._limited and not self._limited.isdisjoint(tasks):
+            self.wake()
+        else:
+            self.nudge()
 
     def stop(self) -> None:
         """Claim nothing more; run() returns at once."""
