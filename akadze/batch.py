@@ -2,8 +2,8 @@
 
 The same result and the same errors as :meth:`ArgsCodec.encode` on each item, with the steps
 that cost Python time per item done once for the batch: one validation call for the whole
-list, one msgspec encode per item in a comprehension, and the payload checks (size, nesting,
-NUL, NaN behind a null) as scans over the batch. Whenever a batch check could fail, or the
+list, the msgspec encodes and the payload checks (size, nesting, NUL, NaN behind a null) as
+``map`` passes and scans over the batch. Whenever a batch check could fail, or the
 validation or the encoding raises, the items go through ``encode`` one by one, which raises
 exactly what it always raises for the first bad item. Measured in docs/performance.md
 ("Scale": enqueue).
