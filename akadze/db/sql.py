@@ -6,8 +6,11 @@ comments are allowed in the files (they are dropped before the parameters are re
 
 A file may name a fragment in braces, expanded here at load, for what several statements must
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.stored.row_to_job``
-reads it (JOB_COLUMNS); ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
-reply its caller reads. Fragments are constants of this module, never user input.
+reads it (JOB_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
+starts a job and what it returns; ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``,
+what every enqueue writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
+enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the reply
+its caller reads. Fragments are constants of this module, never user input.
 """
 
 from __future__ import annotations
@@ -54,13 +57,40 @@ JOB_COLUMNS = (
 JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
-def _job_row(*, result: bool) -> str:
+def _job_row(*, result: bool, table: str = "", named: bool = True) -> str:
     def column(name: str) -> str:
         if name == "result" and not result:
             return "NULL AS result"
-        return f"CAST({name} AS text) AS {name}" if name in JSON_COLUMNS else name
+        qualified = f"{table}.{name}" if table else name
+        if name not in JSON_COLUMNS:
+            return qualified
+        return f"CAST({qualified} AS text) AS {name}" if named else f"CAST({qualified} AS text)"
 
     return ",\n    ".join(column(name) for name in JOB_COLUMNS)
+
+
+def _claim_set() -> str:
+    """The claimed job ``j`` as it starts, or as it ends at once when it was cancelled or
+    expired before its run (no attempt spent)."""
+    gone = "j.cancel_requested OR j.expires_at <= now()"
+    return ",\n    ".join(
+        [
+            f"state = CASE WHEN {gone} THEN 'cancelled' ELSE 'running' END",
+            f"attempt = CASE WHEN {gone} THEN j.attempt ELSE j.attempt + 1 END",
+            "run = j.run + 1",
+            f"worker_id = CASE WHEN {gone} THEN NULL ELSE CAST(:worker_id AS uuid) END",
+            f"started_at = CASE WHEN {gone} THEN j.started_at ELSE now() END",
+            f"finished_at = CASE WHEN {gone} THEN now() END",
+        ]
+    )
+
+
+#: the columns of a new job that its insert returns; the others are known to the caller
+_INSERTED = frozenset({"id", "run_at", "created_at"})
+
+
+def _inserted_row() -> str:
+    return ",\n    ".join(f"job.{name}" if name in _INSERTED else f"NULL AS {name}" for name in JOB_COLUMNS)
 
 
 #: {name} in a .sql file -> its text
@@ -69,6 +99,31 @@ FRAGMENTS = {
     "job_row": _job_row(result=True),
     # a job as the claim returns it: a job about to run has no result it needs
     "claimed_job_row": _job_row(result=False),
+    # the end of every claim statement (claim, claim_many, claim_limited): the claimed job
+    # ``j`` as it starts (or ends cancelled at once: cancel requested or expired before its
+    # run) and as the claim returns it
+    "claim_set": _claim_set(),
+    "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
+    # what every enqueue writes from its parameters, in this order (the columns, then the values)
+    "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
+    "new_job_values": (
+        ":task,\n        :queue,\n        :priority,\n        CAST(:args AS jsonb),\n"
+        "        :args_fp,\n        :max_attempts"
+    ),
+    # when a new job is due: run_at if given, else now plus the delay (0 for a job due now)
+    "due_at": (
+        "COALESCE(CAST(:run_at AS timestamptz),"
+        " now() + make_interval(secs => CAST(:delay_s AS double precision)))"
+    ),
+    # a unique key's window suffix: the number of the period now falls in (none without a period)
+    "unique_window": (
+        "COALESCE(\n        ':' || CAST(CAST(floor(CAST(extract(epoch FROM now()) AS double precision)"
+        " / CAST(:period_s AS double precision)) AS bigint) AS text),\n        ''\n    )"
+    ),
+    # a unique enqueue's reply: the job it inserted (``job``: what the database decided), or
+    # the job ``e`` that holds the key, whole; the same columns as {job_row}
+    "unique_inserted_row": _inserted_row(),
+    "unique_holder_row": _job_row(result=True, table="e", named=False),
     # a pruner batch's CTE: one pruner at a time, through a transaction-scoped try-lock (no
     # session state, so it passes PgBouncer in transaction mode; a busy lock skips the batch)
     "prune_lock": "pruner AS (\n    SELECT pg_try_advisory_xact_lock(CAST(:lock_key AS bigint)) AS locked\n)",

@@ -60,32 +60,7 @@ WITH picked AS (
 )
 UPDATE akadze_jobs AS j
 SET
-    state = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN 'cancelled' ELSE 'running' END,
-    attempt = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.attempt ELSE j.attempt + 1 END,
-    run = j.run + 1,
-    worker_id = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN NULL ELSE CAST(:worker_id AS uuid) END,
-    started_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN j.started_at ELSE now() END,
-    finished_at = CASE WHEN j.cancel_requested OR j.expires_at <= now() THEN now() END
+    {claim_set}
 FROM picked
 WHERE j.id = picked.id
-RETURNING
-    j.id,
-    j.task,
-    j.queue,
-    j.state,
-    j.priority,
-    CAST(j.args AS text) AS args,
-    j.attempt,
-    j.max_attempts,
-    j.run,
-    j.run_at,
-    j.expires_at,
-    j.cancel_requested,
-    CAST(j.errors AS text) AS errors,
-    NULL AS result,
-    j.worker_id,
-    j.args_fp,
-    j.created_at,
-    j.started_at,
-    j.finished_at,
-    j.trace_context
+{claim_returning}

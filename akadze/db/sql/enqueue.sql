@@ -4,16 +4,11 @@
 -- decided comes back (id, run_at, created_at): not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
-        task, queue, priority, args, args_fp, max_attempts, run_at, expires_at, trace_context
+        {new_job_columns}, run_at, expires_at, trace_context
     )
     VALUES (
-        :task,
-        :queue,
-        :priority,
-        CAST(:args AS jsonb),
-        :args_fp,
-        :max_attempts,
-        COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
+        {new_job_values},
+        {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context
     )

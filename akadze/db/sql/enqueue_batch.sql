@@ -4,7 +4,7 @@
 -- (one statement: one now()). One NOTIFY at most. Not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
-        task, queue, priority, args, args_fp, max_attempts, run_at, expires_at, trace_context
+        {new_job_columns}, run_at, expires_at, trace_context
     )
     SELECT
         :task,
@@ -13,7 +13,7 @@ WITH job AS (
         a.args,
         :args_fp,
         :max_attempts,
-        COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
+        {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
@@ -22,7 +22,7 @@ WITH job AS (
 ),
 wake AS (
     SELECT pg_notify('akadze_jobs', :queue)
-    WHERE COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))) <= now()
+    WHERE {due_at} <= now()
 )
 SELECT
     array_agg(job.id ORDER BY job.id) AS ids,

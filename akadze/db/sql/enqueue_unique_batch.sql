@@ -4,10 +4,7 @@
 -- job was committed after this statement's snapshot comes back with no row: the caller sends it
 -- again. Relies on akadze_jobs_unique_idx. One NOTIFY at most.
 WITH k AS (
-    SELECT COALESCE(
-        ':' || CAST(CAST(floor(CAST(extract(epoch FROM now()) AS double precision) / CAST(:period_s AS double precision)) AS bigint) AS text),
-        ''
-    ) AS suffix
+    SELECT {unique_window} AS suffix
 ),
 item AS (
     SELECT a.args, a.key || k.suffix AS key, a.n
@@ -15,7 +12,7 @@ item AS (
 ),
 job AS (
     INSERT INTO akadze_jobs (
-        task, queue, priority, args, args_fp, max_attempts, run_at, expires_at, trace_context, unique_key, unique_states
+        {new_job_columns}, run_at, expires_at, trace_context, unique_key, unique_states
     )
     SELECT
         :task,
@@ -24,7 +21,7 @@ job AS (
         item.args,
         :args_fp,
         :max_attempts,
-        COALESCE(CAST(:run_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision))),
+        {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context,
         item.key,
@@ -41,26 +38,7 @@ wake AS (
 SELECT
     item.n,
     false AS duplicate,
-    job.id,
-    NULL AS task,
-    NULL AS queue,
-    NULL AS state,
-    NULL AS priority,
-    NULL AS args,
-    NULL AS attempt,
-    NULL AS max_attempts,
-    NULL AS run,
-    job.run_at,
-    NULL AS expires_at,
-    NULL AS cancel_requested,
-    NULL AS errors,
-    NULL AS result,
-    NULL AS worker_id,
-    NULL AS args_fp,
-    job.created_at,
-    NULL AS started_at,
-    NULL AS finished_at,
-    NULL AS trace_context,
+    {unique_inserted_row},
     (SELECT count(*) FROM wake) AS notified
 FROM item
 JOIN job ON job.unique_key = item.key
@@ -68,26 +46,7 @@ UNION ALL
 SELECT
     item.n,
     true,
-    e.id,
-    e.task,
-    e.queue,
-    e.state,
-    e.priority,
-    CAST(e.args AS text),
-    e.attempt,
-    e.max_attempts,
-    e.run,
-    e.run_at,
-    e.expires_at,
-    e.cancel_requested,
-    CAST(e.errors AS text),
-    CAST(e.result AS text),
-    e.worker_id,
-    e.args_fp,
-    e.created_at,
-    e.started_at,
-    e.finished_at,
-    e.trace_context,
+    {unique_holder_row},
     NULL
 FROM item
 JOIN akadze_jobs AS e ON e.unique_key = item.key AND e.unique_key IS NOT NULL AND e.state = ANY (e.unique_states)
