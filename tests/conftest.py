@@ -23,6 +23,25 @@ from akadze import Akadze
 from akadze.app import normalize_url
 
 
+def _import_anyio_now() -> None:
+    """Resolve every lazily imported name of anyio here, in the main thread, at startup.
+
+    anyio imports its parts on first use, and pytest rewrites the asserts of a plugin's modules
+    (anyio is one) with ast.parse as they are imported. On CPython 3.11 the AST constructor's
+    recursion counter is not safe across threads (python/cpython#106905): a first use inside a
+    test, while another thread parses or compiles (a sync task's thread, the events thread),
+    failed once with "SystemError: AST constructor recursion depth mismatch" in a full run
+    (Starlette's FileResponse reaching anyio.open_file). Nothing of akadze is involved.
+    """
+    import anyio
+
+    for name in dir(anyio):
+        getattr(anyio, name, None)
+
+
+_import_anyio_now()
+
+
 def _plain(url: str) -> str:
     """An asyncpg DSN (postgresql://...) for admin connections."""
     return make_url(normalize_url(url)).set(drivername="postgresql").render_as_string(hide_password=False)
