@@ -103,6 +103,8 @@ class Soak:
         self.workers: list[asyncio.subprocess.Process] = []
         self.started = 0  # worker processes started (log file names)
         self.events: list[dict[str, Any]] = []
+        #: every process started, killed at the end if still alive (a failed run leaves none)
+        self.procs: list[asyncio.subprocess.Process] = []
 
     async def fresh(self) -> None:
         await self.drop()
@@ -133,9 +135,11 @@ class Soak:
         argv = ["worker", "soak_child:cli_app", "--slots", str(self.args.slots), "--log-level", "WARNING"]
         with open(self.log_dir / f"worker-{self.started}.log", "ab") as out:
             self.started += 1
-            return await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", CLI, *argv, stdout=out, stderr=out, env=self.env, cwd=self.log_dir
             )
+        self.procs.append(proc)
+        return proc
 
     async def producer(self, rate: float) -> asyncio.subprocess.Process:
         with open(self.log_dir / "producer.log", "ab") as err:
@@ -149,6 +153,7 @@ class Soak:
                 stderr=err,
                 env=self.env,
             )
+        self.procs.append(proc)
         assert proc.stdout is not None and proc.stdin is not None
         if json.loads(await proc.stdout.readline())["event"] != "ready":
             raise RuntimeError("producer did not start")
@@ -358,6 +363,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         log(f"soak: {args.minutes} min at {rate:,.0f} jobs/s, retention {args.retention:g} s")
         result = await s.soak(rate)
     finally:
+        for proc in s.procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
         if not args.keep:
             await s.drop()
     meta["load_end"] = os.getloadavg()

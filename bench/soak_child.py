@@ -84,10 +84,13 @@ def plot(result_path: str, out_png: str) -> None:
     res = json.loads(Path(result_path).read_text())
     rows = res["soak"]["minutes"]
     x = [r["minute"] for r in rows]
+    sent = [r["sent"] for r in rows]
+    for r, before in zip(rows, [0, *sent], strict=False):
+        r["enqueued"] = r["sent"] - before
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     panels = [
         ("enqueue-to-start ms (log)", {"p50": "p50_ms", "p99": "p99_ms", "max": "max_ms"}, 1, True),
-        ("jobs per minute", {"done": "done"}, 1, False),
+        ("jobs per minute", {"enqueued": "enqueued", "finished": "done"}, 1, False),
         ("dead tuples before VACUUM", {"n_dead_tup": "dead"}, 1, False),
         ("akadze_jobs MB", {"table": "table_bytes", "indexes": "index_bytes"}, 2**20, False),
         ("rows", {"queued": "queued", "running": "running", "finished": "finished_rows"}, 1, True),
@@ -98,14 +101,17 @@ def plot(result_path: str, out_png: str) -> None:
         ax.set_title(title, fontsize=10)
         if logy:
             ax.set_yscale("symlog" if title == "rows" else "log")
+        else:
+            ax.set_ylim(bottom=0)
     ax = axes.flat[5]
     for w in range(2):
         ax.plot(x, [r["rss_mb"][w] for r in rows], marker=".", label=f"worker {w}")
     ax.set_title("worker VmRSS MB (a killed worker restarts)", fontsize=10)
+    ax.set_ylim(bottom=0)
     for ax in axes.flat:
         for e in res["soak"]["events"]:
             if e["event"] == "kill":
-                ax.axvline(e["t"] / 60, color="red", alpha=0.3, linewidth=0.8)
+                ax.axvline(e["t"] / 60, color="red", alpha=0.7, linewidth=1.0)
         hold = [e["t"] / 60 for e in res["soak"]["events"] if e["event"].startswith("xmin")]
         if len(hold) == 2:
             ax.axvspan(hold[0], hold[1], color="orange", alpha=0.15)
