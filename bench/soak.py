@@ -5,13 +5,14 @@ and SIGKILL chaos; per minute the enqueue-to-start latency, dead tuples, sizes a
     .venv/bin/python -m bench.soak --minutes 5 --xmin-at 1 --xmin-minutes 2 --kill-every 60
 
 Not in CI. Method and figures: docs/performance-growth.md, "Soak". On a fresh database ``soak``
-(dropped at the end unless --keep): the probe (two workers, a producer flat out), then the soak
-on a fresh database again: two ``akadze worker soak_child:cli_app`` processes (every default
-service, retention --retention), a producer at --rate, a SIGKILL of one worker (in turn, restarted
-at once) every --kill-every seconds, a REPEATABLE READ transaction held from minute --xmin-at
-for --xmin-minutes, and, the server running with autovacuum off, ``VACUUM (ANALYZE)
-akadze_jobs`` by the harness after each minute's sample. At the end every enqueued job must be a
-row or a pruned row (a statement trigger counts them), finished, and the rescued ones succeeded.
+(dropped at the end unless --keep): the probe (two workers, a producer keeping 5,000 jobs
+queued), then the soak on a fresh database again: two ``akadze worker soak_child:cli_app``
+processes (every default service, retention --retention), a producer at --rate, a SIGKILL of one
+worker (in turn, restarted at once) every --kill-every seconds, a REPEATABLE READ transaction
+held from minute --xmin-at for --xmin-minutes, and, the server running with autovacuum off,
+``VACUUM (ANALYZE) akadze_jobs`` by the harness after each minute's sample. At the end every
+enqueued job must be a row or a pruned row (a statement trigger counts them), finished, and the
+rescued ones succeeded.
 Writes --output (JSON) and beside it .md (the table) and .png (the chart, bench/soak_child.py).
 """
 
@@ -99,6 +100,8 @@ class Soak:
             "PYTHONPATH": os.pathsep.join([str(snap), str(BENCH_DIR)]),
             "AKADZE_DATABASE_URL": self.url,
             "SOAK_RETENTION_S": str(args.retention),
+            "SOAK_SLOTS": str(args.slots),
+            "SOAK_TASK_MS": str(args.task_ms),
         }
         self.workers: list[asyncio.subprocess.Process] = []
         self.started = 0  # worker processes started (log file names)
@@ -179,7 +182,8 @@ class Soak:
             await w.wait()
 
     async def probe(self) -> dict[str, Any]:
-        """Two workers and a flat-out producer; the finished jobs per second of the second half."""
+        """Two workers kept busy by the producer (rate 0: a backlog of at most BACKLOG jobs); the
+        finished jobs per second of the second half."""
         await self.fresh()
         self.workers = [await self.start_worker() for _ in range(2)]
         await asyncio.sleep(3)
@@ -384,6 +388,7 @@ def main() -> None:
     ap.add_argument("--xmin-minutes", type=float, default=5.0, help="0: no xmin phase")
     ap.add_argument("--kill-every", type=float, default=300.0, help="seconds; 0: no chaos")
     ap.add_argument("--slots", type=int, default=25, help="per worker process (two of them)")
+    ap.add_argument("--task-ms", type=float, default=5.0, help="what the task sleeps")
     ap.add_argument("--vacuum", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--keep", action="store_true", help="keep the soak database")
     ap.add_argument("--akadze-ref", default=None)

@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: the probe's producer keeps at most this many jobs queued
+BACKLOG = 5000
+QUEUED_SQL = "SELECT count(*) FROM akadze_jobs WHERE state = 'queued'"
+
 
 def log(msg: str) -> None:
     print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -26,25 +30,36 @@ def log(msg: str) -> None:
 
 
 def cli_app() -> Any:
-    """``akadze worker soak:cli_app``: the no-op task on AKADZE_DATABASE_URL, retention
-    SOAK_RETENTION_S (grace half of it)."""
+    """``akadze worker soak_child:cli_app``: on AKADZE_DATABASE_URL, retention SOAK_RETENTION_S
+    (grace half of it), a pool of SOAK_SLOTS + 3 connections, a task that sleeps SOAK_TASK_MS
+    (so that jobs are in flight when a worker is killed)."""
     from datetime import timedelta
 
     from akadze import Akadze
 
     retention = timedelta(seconds=float(os.environ.get("SOAK_RETENTION_S", "120")))
-    app = Akadze(database_url=os.environ["AKADZE_DATABASE_URL"], retention=retention, grace=retention / 2)
+    pool = int(os.environ.get("SOAK_SLOTS", "10")) + 3
+    pause = float(os.environ.get("SOAK_TASK_MS", "0")) / 1000
+    url = os.environ["AKADZE_DATABASE_URL"]
+    app = Akadze(database_url=url, retention=retention, grace=retention / 2, pool_size=pool)
 
     @app.task("bench.noop", queue="default")
-    async def noop(i: int) -> None: ...
+    async def noop(i: int) -> None:
+        if pause:
+            await asyncio.sleep(pause)
 
     return app
 
 
 async def produce(rate: float) -> None:
-    """The producer process: after ``go`` on stdin, enqueue what is due every 20 ms (rate 0: 200
-    at a time, flat out) until ``stop``; a ``count`` line each second, then ``result``."""
+    """The producer process: after ``go`` on stdin, enqueue what is due every 20 ms until ``stop``;
+    a ``count`` line each second, then ``result``. Rate 0 (the probe): 500 at a time whenever
+    fewer than BACKLOG jobs are queued, so that the workers never wait for work and the
+    producer takes no more than it must."""
+    import asyncpg
+
     app = cli_app()
+    conn = await asyncpg.connect(os.environ["AKADZE_DATABASE_URL"])
     noop = app.tasks["bench.noop"]
     print(json.dumps({"event": "ready"}), flush=True)
     await asyncio.to_thread(sys.stdin.readline)
@@ -53,7 +68,10 @@ async def produce(rate: float) -> None:
     t0 = last = time.monotonic()
     while not stop.done():
         now = time.monotonic()
-        due = 200 if rate <= 0 else min(int(rate * (now - t0)) - sent, 5000)
+        if rate > 0:
+            due = min(int(rate * (now - t0)) - sent, 5000)
+        else:
+            due = 500 if await conn.fetchval(QUEUED_SQL) < BACKLOG else 0
         if due > 0:
             try:
                 await noop.enqueue_many([{"i": sent + k} for k in range(due)])
@@ -64,10 +82,8 @@ async def produce(rate: float) -> None:
         if now - last >= 1.0:
             last = now
             print(json.dumps({"event": "count", "sent": sent}), flush=True)
-        if rate > 0:
-            await asyncio.sleep(0.02)
-        else:
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.02 if rate > 0 or not due else 0)
+    await conn.close()
     await app.dispose()
     print(json.dumps({"event": "result", "sent": sent, "errors": errors}), flush=True)
 
