@@ -33,58 +33,12 @@ import asyncpg
 
 from bench.proc import snapshot_akadze
 from bench.soak_child import log, markdown, rss_mb
+from bench.soak_sql import ACCOUNT_SQL, DONE_SQL, IN_FLIGHT_SQL, LATENCY_SQL, TABLE_SQL, TRIGGER_SQL
 
 BENCH_DIR = Path(__file__).resolve().parent
 CHILD = BENCH_DIR / "soak_child.py"
 DB = "soak"
-FINISHED = "('succeeded', 'failed', 'cancelled')"
 CLI = "import sys; sys.argv[0] = 'akadze'; from akadze.cli import main; main()"
-
-#: counts what the pruner deletes (by state, and whether the job was claimed more than once)
-TRIGGER_SQL = """
-CREATE TABLE soak_pruned (state text, again boolean, n bigint);
-CREATE FUNCTION soak_count_pruned() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO soak_pruned SELECT state, run > 1, count(*) FROM gone GROUP BY 1, 2;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER soak_pruned AFTER DELETE ON akadze_jobs REFERENCING OLD TABLE AS gone
-    FOR EACH STATEMENT EXECUTE FUNCTION soak_count_pruned();
-"""
-#: the jobs started in [$1, $2): finished ones through akadze_jobs_prune_idx, plus the running
-LATENCY_SQL = f"""
-WITH s AS (
-    SELECT started_at - created_at AS wait FROM akadze_jobs
-    WHERE state IN {FINISHED} AND finished_at >= $1 AND started_at >= $1 AND started_at < $2
-    UNION ALL
-    SELECT started_at - created_at FROM akadze_jobs
-    WHERE state = 'running' AND started_at >= $1 AND started_at < $2
-)
-SELECT count(*) AS started,
-       1000 * extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY wait)) AS p50_ms,
-       1000 * extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY wait)) AS p99_ms,
-       1000 * extract(epoch FROM max(wait)) AS max_ms
-FROM s
-"""
-DONE_SQL = (
-    f"SELECT count(*) FROM akadze_jobs WHERE state IN {FINISHED} AND finished_at >= $1 AND finished_at < $2"
-)
-TABLE_SQL = f"""
-SELECT (SELECT count(*) FROM akadze_jobs WHERE state = 'queued') AS queued,
-       (SELECT count(*) FROM akadze_jobs WHERE state = 'running') AS running,
-       (SELECT count(*) FROM akadze_jobs WHERE state IN {FINISHED}) AS finished_rows,
-       n_live_tup AS live, n_dead_tup AS dead,
-       pg_relation_size('akadze_jobs') AS table_bytes, pg_indexes_size('akadze_jobs') AS index_bytes,
-       (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age
-FROM pg_stat_user_tables WHERE relname = 'akadze_jobs'
-"""
-ACCOUNT_SQL = """
-SELECT state, again, sum(n)::bigint AS n FROM (
-    SELECT state, run > 1 AS again, count(*) AS n FROM akadze_jobs GROUP BY 1, 2
-    UNION ALL SELECT state, again, n FROM soak_pruned
-) AS t GROUP BY 1, 2 ORDER BY 1, 2
-"""
-
 
 # -- the harness --------------------------------------------------------------------------------
 
@@ -109,30 +63,22 @@ class Soak:
         #: every process started, killed at the end if still alive (a failed run leaves none)
         self.procs: list[asyncio.subprocess.Process] = []
 
-    async def fresh(self) -> None:
-        await self.drop()
-        admin = await asyncpg.connect(self.args.dsn)
+    async def admin(self, sql: str, url: str | None = None) -> None:
+        conn = await asyncpg.connect(url or self.args.dsn)
         try:
-            await admin.execute(f"CREATE DATABASE {DB}")
+            await conn.execute(sql)
         finally:
-            await admin.close()
+            await conn.close()
+
+    async def fresh(self) -> None:
+        await self.admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        await self.admin(f"CREATE DATABASE {DB}")
         migrate = await asyncio.create_subprocess_exec(
             sys.executable, "-c", CLI, "db", "migrate", "--app", "soak_child:cli_app", env=self.env
         )
         if await migrate.wait():
             raise RuntimeError("akadze db migrate failed")
-        conn = await asyncpg.connect(self.url)
-        try:
-            await conn.execute(TRIGGER_SQL)
-        finally:
-            await conn.close()
-
-    async def drop(self) -> None:
-        admin = await asyncpg.connect(self.args.dsn)
-        try:
-            await admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        finally:
-            await admin.close()
+        await self.admin(TRIGGER_SQL, self.url)
 
     async def start_worker(self) -> asyncio.subprocess.Process:
         argv = ["worker", "soak_child:cli_app", "--slots", str(self.args.slots), "--log-level", "WARNING"]
@@ -146,13 +92,14 @@ class Soak:
 
     async def producer(self, rate: float) -> asyncio.subprocess.Process:
         with open(self.log_dir / "producer.log", "ab") as err:
+            pipe = asyncio.subprocess.PIPE
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 str(CHILD),
                 "--producer",
                 str(rate),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                stdin=pipe,
+                stdout=pipe,
                 stderr=err,
                 env=self.env,
             )
@@ -205,17 +152,26 @@ class Soak:
         return {"max_rate": rate, "sent": sent, "queued_at_end": queued, "seconds": self.args.probe_s}
 
     async def chaos(self, t0: float) -> None:
-        """Every --kill-every seconds SIGKILL one worker (in turn) and start another at once."""
+        """Every --kill-every seconds SIGKILL one worker (in turn) and start another at once; the
+        jobs the killed one left running (its akadze_workers row stays until it is declared lost)
+        are the ones the rescue must bring back."""
+        conn = await asyncpg.connect(self.url)
         k = 0
-        while True:
-            await asyncio.sleep(t0 + (k + 1) * self.args.kill_every - time.monotonic())
-            victim = self.workers[k % 2]
-            victim.kill()
-            await victim.wait()
-            self.workers[k % 2] = await self.start_worker()
-            self.events.append({"t": time.monotonic() - t0, "event": "kill", "worker": k % 2})
-            log(f"SIGKILL worker {k % 2} (pid {victim.pid}), restarted")
-            k += 1
+        try:
+            while True:
+                await asyncio.sleep(t0 + (k + 1) * self.args.kill_every - time.monotonic())
+                victim = self.workers[k % 2]
+                victim.kill()
+                await victim.wait()
+                self.workers[k % 2] = await self.start_worker()
+                left = await conn.fetchval(IN_FLIGHT_SQL, victim.pid)
+                self.events.append(
+                    {"t": time.monotonic() - t0, "event": "kill", "worker": k % 2, "running": left}
+                )
+                log(f"SIGKILL worker {k % 2} (pid {victim.pid}; {left} jobs left running), restarted")
+                k += 1
+        finally:
+            await conn.close()
 
     async def hold_xmin(self, t0: float) -> None:
         a = self.args
@@ -372,7 +328,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 proc.kill()
                 await proc.wait()
         if not args.keep:
-            await s.drop()
+            await s.admin(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     meta["load_end"] = os.getloadavg()
     return {"meta": meta, "probe": probe, "soak": result}
 
