@@ -7,8 +7,9 @@ comments are allowed in the files (they are dropped before the parameters are re
 A file may name a fragment in braces, expanded here at load, for what several statements must
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.stored.row_to_job``
 reads it (JOB_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
-starts a job and what it returns; ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``,
-what every enqueue writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
+starts a job and what it returns (``{claim_picked}``: both, for the jobs of a CTE
+``picked``); ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
+writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
 enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the reply
 its caller reads. Fragments are constants of this module, never user input.
 """
@@ -104,6 +105,13 @@ FRAGMENTS = {
     # run) and as the claim returns it
     "claim_set": _claim_set(),
     "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
+    # the end of claim.sql and claim_many.sql: start the jobs of their CTE ``picked``
+    "claim_picked": (
+        "UPDATE akadze_jobs AS j\nSET\n    "
+        + _claim_set()
+        + "\nFROM picked\nWHERE j.id = picked.id\nRETURNING\n    "
+        + _job_row(result=False, table="j")
+    ),
     # what every enqueue writes from its parameters, in this order (the columns, then the values)
     "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
     "new_job_values": (

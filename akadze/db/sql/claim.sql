@@ -58,9 +58,4 @@ WITH picked AS (
     ORDER BY p.priority DESC, p.run_at, p.id
     LIMIT :limit
 )
-UPDATE akadze_jobs AS j
-SET
-    {claim_set}
-FROM picked
-WHERE j.id = picked.id
-{claim_returning}
+{claim_picked}

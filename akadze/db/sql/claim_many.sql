@@ -59,9 +59,4 @@ picked AS (
     ) AS r
     LIMIT :limit
 )
-UPDATE akadze_jobs AS j
-SET
-    {claim_set}
-FROM picked
-WHERE j.id = picked.id
-{claim_returning}
+{claim_picked}
