@@ -4,16 +4,8 @@
 -- :trace_context is NULL unless tracing is on (akadze.tracing).
 WITH job AS (
     INSERT INTO akadze_jobs ({new_job_columns}, expires_at, trace_context)
-    VALUES (
-        {new_job_values},
-        CAST(:expires_at AS timestamptz),
-        :trace_context
-    )
+    VALUES ({new_job_values}, CAST(:expires_at AS timestamptz), :trace_context)
     RETURNING id, queue, run_at, created_at
 )
-SELECT
-    job.id,
-    job.run_at,
-    job.created_at,
-    pg_notify('akadze_jobs', job.queue) IS NULL AS notified
+SELECT job.id, job.run_at, job.created_at, pg_notify('akadze_jobs', job.queue) IS NULL AS notified
 FROM job

@@ -6,19 +6,14 @@
 -- whether the lock was taken and how many rows went ({prune_reply}).
 WITH {prune_lock},
 doomed AS (
-    SELECT r.schedule, r.fire_at
-    FROM akadze_schedule_runs AS r
+    SELECT r.schedule, r.fire_at FROM akadze_schedule_runs AS r
     WHERE r.created_at < now() - make_interval(secs => CAST(:retention_s AS double precision))
         AND (SELECT pruner.locked FROM pruner)
-    ORDER BY r.created_at
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    ORDER BY r.created_at LIMIT :limit FOR UPDATE SKIP LOCKED
 ),
 gone AS (
-    DELETE FROM akadze_schedule_runs AS r
-    USING doomed
-    WHERE r.schedule = doomed.schedule
-        AND r.fire_at = doomed.fire_at
+    DELETE FROM akadze_schedule_runs AS r USING doomed
+    WHERE r.schedule = doomed.schedule AND r.fire_at = doomed.fire_at
     RETURNING 1
 )
 {prune_reply}
