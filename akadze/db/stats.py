@@ -157,8 +157,9 @@ class JobSummary(msgspec.Struct, frozen=True):
 def job_summaries_query(where: JobFilter, *, before: int | None, limit: int) -> Select[Any]:
     """Newest first, after the id ``before`` (keyset: a page costs the same at any depth).
     Ordered by id alone, so each filter walks one index in its order and stops after a page:
-    the primary key, or for finished rows akadze_jobs_state_id_idx, _task_id_idx or _queue_id_idx
-    (partial on the finished states, so that enqueue and claim never write them)."""
+    the primary key, or for failed and cancelled rows akadze_jobs_state_id_idx, _task_id_idx or
+    _queue_id_idx (partial on those two states, so that only the jobs that end so write them:
+    migration 0009)."""
     columns = [jobs.c[name] for name in JobSummary.__struct_fields__]
     query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
     if len(where.states) == 1:

@@ -81,13 +81,14 @@ Index(
     jobs.c.finished_at,
     postgresql_where=text(_FINISHED),
 )
-# the dashboard's keyset listing of finished rows (one per filter) and its failures of the last hour
+# the dashboard's keyset listing of failed and cancelled rows (one per filter; succeeded rows
+# are listed from the primary key: migration 0009) and its failures of the last hour
 for _column in (jobs.c.state, jobs.c.task, jobs.c.queue):
     Index(
         f"akadze_jobs_{_column.name}_id_idx",
         _column,
         jobs.c.id,
-        postgresql_where=text(_FINISHED),
+        postgresql_where=text("state IN ('failed', 'cancelled')"),
     )
 Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
 Index(
