@@ -60,6 +60,9 @@ jobs = Table(
 )
 #: the predicate of the indexes over finished rows only
 _FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"
+#: the finished states the dashboard's listing indexes hold (all but succeeded: migration 0009)
+LISTED_FAILURES = (JobState.FAILED, JobState.CANCELLED)
+_LISTED = f"state IN ({', '.join(repr(state.value) for state in LISTED_FAILURES)})"
 Index(
     "akadze_jobs_claim_idx",
     jobs.c.queue,
@@ -88,7 +91,7 @@ for _column in (jobs.c.state, jobs.c.task, jobs.c.queue):
         f"akadze_jobs_{_column.name}_id_idx",
         _column,
         jobs.c.id,
-        postgresql_where=text("state IN ('failed', 'cancelled')"),
+        postgresql_where=text(_LISTED),
     )
 Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
 Index(
