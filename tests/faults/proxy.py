@@ -26,14 +26,17 @@ class FaultProxy:
         self.mode = "pass"
         self.port = 0
         self.sessions_total = 0
+        #: the client addresses of every session accepted
+        self.peers: set[str] = set()
         self.resets = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._server: asyncio.Server | None = None
         self._sessions: set[_Session] = set()
 
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+    async def start(self, host: str = "127.0.0.1") -> int:
+        """Listen on ``host`` (loopback, or a namespace's veth address: tests/faults/netns.py)."""
+        self._server = await asyncio.start_server(self._accept, host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -64,6 +67,7 @@ class FaultProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.sessions_total += 1
+        self.peers.add(str(writer.get_extra_info("peername")[0]))
         if self.mode == "cut":
             _reset(writer)
             self.resets += 1

@@ -1134,6 +1134,30 @@ async def _state_is(dsn: str, key: str, state: str) -> bool:
 # -- 6. one schedule, many workers, some killed -----------------------------------------------
 
 
+async def schedule_figures(dsn: str, every: float) -> dict[str, Any]:
+    """How the fire times of schedule ``tick`` (every ``every`` seconds) became jobs."""
+    rows = await fetch(
+        dsn,
+        "SELECT r.fire_at, r.job_id, j.created_at, (SELECT count(*) FROM akadze_jobs x "
+        "  WHERE x.task = 'fault.tick' AND x.id = r.job_id) AS jobs "
+        "FROM akadze_schedule_runs r LEFT JOIN akadze_jobs j ON j.id = r.job_id "
+        "WHERE r.schedule = 'tick' ORDER BY r.fire_at",
+    )
+    tick_jobs = int(await fetchval(dsn, "SELECT count(*) FROM akadze_jobs WHERE task = 'fault.tick'"))
+    fires = [row["fire_at"] for row in rows]
+    expected = round((fires[-1] - fires[0]).total_seconds() / every) + 1 if fires else 0
+    lateness = [(row["created_at"] - row["fire_at"]).total_seconds() for row in rows if row["created_at"]]
+    return {
+        "fire times": len(fires),
+        "jobs of the schedule": tick_jobs,
+        "fire times without exactly one job": sum(1 for row in rows if row["jobs"] != 1),
+        "jobs without a fire time": tick_jobs - sum(1 for row in rows if row["jobs"] == 1),
+        "missed fire times": expected - len(fires),
+        "enqueued before their fire time": sum(1 for late in lateness if late < 0),
+        "lateness p50/max s": f"{percentile(lateness, 0.5):.2f}/{max(lateness):.2f}" if lateness else "-",
+    }
+
+
 async def schedule_chaos(
     env: Env,
     *,
@@ -1169,25 +1193,8 @@ async def schedule_chaos(
         extra |= await stop_fleet(fleet)
         # burst runs fire nothing: this only runs what the schedule enqueued
         await drain_in_process(app)
-        rows = await fetch(
-            env.dsn,
-            "SELECT r.fire_at, r.job_id, j.created_at, (SELECT count(*) FROM akadze_jobs x "
-            "  WHERE x.task = 'fault.tick' AND x.id = r.job_id) AS jobs "
-            "FROM akadze_schedule_runs r LEFT JOIN akadze_jobs j ON j.id = r.job_id "
-            "WHERE r.schedule = 'tick' ORDER BY r.fire_at",
-        )
-        tick_jobs = int(await fetchval(env.dsn, "SELECT count(*) FROM akadze_jobs WHERE task = 'fault.tick'"))
-        fires = [row["fire_at"] for row in rows]
-        expected = round((fires[-1] - fires[0]).total_seconds() / every) + 1 if fires else 0
-        lateness = [(row["created_at"] - row["fire_at"]).total_seconds() for row in rows if row["created_at"]]
+        extra |= await schedule_figures(env.dsn, every)
         extra |= {
-            "fire times": len(fires),
-            "jobs of the schedule": tick_jobs,
-            "fire times without exactly one job": sum(1 for row in rows if row["jobs"] != 1),
-            "jobs without a fire time": tick_jobs - sum(1 for row in rows if row["jobs"] == 1),
-            "missed fire times": expected - len(fires),
-            "enqueued before their fire time": sum(1 for late in lateness if late < 0),
-            "lateness p50/max s": f"{percentile(lateness, 0.5):.2f}/{max(lateness):.2f}" if lateness else "-",
             "ERROR lines": sum(1 for line in fleet.logs().splitlines() if " ERROR " in line),
             "kills": fleet.kills,
         }

@@ -40,6 +40,9 @@ class WorkerSpec:
     pool_size: int | None = None
     queues: Sequence[str] = ("faults",)
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: a command the worker's command line is appended to (it must exec it, keeping the pid):
+    #: ``ip netns exec`` for a worker "host" in a network namespace (netns.py)
+    prefix: Sequence[str] = ()
 
 
 class WorkerProcess:
@@ -64,7 +67,7 @@ class WorkerProcess:
 
     def argv(self) -> list[str]:
         spec = self.spec
-        argv = [sys.executable, "-c", _CLI, "worker", "tests.faults.app:create_app"]
+        argv = [*spec.prefix, sys.executable, "-c", _CLI, "worker", "tests.faults.app:create_app"]
         for queue in spec.queues:
             argv += ["-q", queue]
         argv += [
@@ -163,9 +166,19 @@ class WorkerProcess:
 class Supervisor:
     """A fleet of worker processes; optionally restarts the ones that die."""
 
-    def __init__(self, spec: WorkerSpec, count: int, log_dir: Path, *, fault_dsn: str) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec | Sequence[WorkerSpec],
+        count: int,
+        log_dir: Path,
+        *,
+        fault_dsn: str,
+    ) -> None:
+        """``spec``: one for every worker, or one per worker (``count`` of them)."""
         self.fault_dsn = fault_dsn
-        self.workers = [WorkerProcess(f"w{i}", spec, log_dir) for i in range(1, count + 1)]
+        specs = [spec] * count if isinstance(spec, WorkerSpec) else list(spec)
+        assert len(specs) == count, (len(specs), count)
+        self.workers = [WorkerProcess(f"w{i}", specs[i - 1], log_dir) for i in range(1, count + 1)]
         self.restart_delay = (0.5, 2.0)
         self.restarts = 0
         self.kills = 0
