@@ -20,7 +20,10 @@ their order rotates each repeat; figures are medians (min-max), ratios taken wit
   slots; ``p1_bouncer`` and ``p4_bouncer`` the same through PgBouncer (Debian's, transaction mode,
   --pool-size server connections; started as tests/faults/pgbouncer.py starts it). Burst mode.
   ``p4x_direct`` (a diagnostic) gives each of the four processes all --slots: the claim and
-  completion batches of one process, four times the slots.
+  completion batches of one process, four times the slots. ``p1_nosync`` and ``p4_nosync``
+  (diagnostics) are p1_direct and p4_direct on a database with ``synchronous_commit = off``: how
+  much of the gap is commits waiting for their WAL flush. Each trial also records the machine's
+  CPU busy share over the drain (/proc/stat: every process of the machine, not only these).
 - cli_rss: the ``akadze worker scale_worker:cli_app --burst --slots`` command itself (a process
   of its own, as a deployment runs it) drains the jobs; its peak RSS is ``ru_maxrss`` of the
   child, read by a wrapper (RUSAGE_CHILDREN). ``cli_after`` runs --akadze-ref, ``cli_before``
@@ -64,11 +67,20 @@ def with_db(dsn: str, db: str, port: int | None = None) -> str:
     return f"{base}/{db}"
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU of the machine since boot (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 class Harness:
     def __init__(self, args: argparse.Namespace, akadze_path: Path, log_dir: Path) -> None:
         self.args = args
         self.akadze_path = akadze_path
         self.log_dir = log_dir
+        self.cpu_busy = 0.0
 
     async def fresh(self) -> str:
         admin = await asyncpg.connect(self.args.dsn)
@@ -129,6 +141,7 @@ class Harness:
                     assert proc.stdin is not None
                     proc.stdin.write(b"go\n")
                     await proc.stdin.drain()
+                busy0, total0 = cpu_ticks()
                 sampling = asyncio.create_task(sampler()) if sampler else None
                 results = []
                 for proc in procs:
@@ -140,6 +153,9 @@ class Harness:
                     await proc.wait()
                 if sampling is not None:
                     sampling.cancel()
+                busy1, total1 = cpu_ticks()
+                #: the machine's CPU busy share from the go to the last result
+                self.cpu_busy = (busy1 - busy0) / max(1, total1 - total0)
                 return results
         finally:
             for proc in procs:
@@ -201,6 +217,12 @@ async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) ->
     url = await h.fresh()
     n = 4 if variant.startswith("p4") else 1
     dsn = with_db(a.dsn, DB, bouncer_port) if variant.endswith("bouncer") else url
+    if variant.endswith("nosync"):  # a diagnostic: commits that do not wait for their WAL flush
+        admin = await asyncpg.connect(url)
+        try:
+            await admin.execute(f"ALTER DATABASE {DB} SET synchronous_commit = off")
+        finally:
+            await admin.close()
     if variant.startswith("p4x"):  # four processes with every slot each: batch sizes as one process's
         slots = [a.slots] * n
     else:
@@ -210,6 +232,7 @@ async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) ->
     try:
         before = await conn.fetchval(XACTS_SQL)
         out = rate_of(await h.workers(reqs, f"processes-{variant}"))
+        out["cpu_busy"] = h.cpu_busy
         await conn.execute("SELECT pg_stat_clear_snapshot()")
         await asyncio.sleep(1.0)  # exited backends flush their statistics
         out["xacts_per_job"] = (await conn.fetchval(XACTS_SQL) - before) / a.jobs
@@ -285,6 +308,7 @@ def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> st
             extra += "; worker CPU ms/job " + ", ".join(
                 f"{1000 * r['cpu_s'] / r['started']:.3f}" for r in mine
             )
+            extra += "; machine CPU busy " + ", ".join(f"{r['cpu_busy']:.0%}" for r in mine)
         lines.append(
             f"| {v} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {extra} |"
@@ -320,7 +344,9 @@ async def main_async(args: argparse.Namespace) -> None:
         paths = {"cli_after": snap, "cli_before": snap / "base"}
         meta["base"] = snapshot_akadze(snap / "base", args.base_ref, base=True)
     else:
-        variants, base = ["p1_direct", "p4_direct", "p4x_direct", "p1_bouncer", "p4_bouncer"], "p1_direct"
+        variants = ["p1_direct", "p4_direct", "p4x_direct", "p1_bouncer", "p4_bouncer"]
+        variants += [] if args.no_diagnostics else ["p1_nosync", "p4_nosync"]
+        base = "p1_direct"
         from tests.faults.pgbouncer import PgBouncer
 
         host, port = "127.0.0.1", 5432
@@ -366,6 +392,9 @@ def main() -> None:
     ap.add_argument("--retention-s", type=float, default=3.0)
     ap.add_argument("--interval-s", type=float, default=1.0, help="seconds between pruner passes")
     ap.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
+    ap.add_argument(
+        "--no-diagnostics", action="store_true", help="processes: leave out p1_nosync and p4_nosync"
+    )
     ap.add_argument("--akadze-ref", default=None)
     ap.add_argument("--base-ref", default=None, help="cli_rss: the earlier version")
     ap.add_argument("--output", default=None)

@@ -5,8 +5,15 @@ the database (the spec). Without them asyncpg needs two round trips per statemen
 Describe, then Bind and Execute) and the server plans every one. A raw connection whose server
 process is the one it logged in to (the pid of its BackendKeyData is ``pg_backend_pid()``) has
 no pooler in between: PgBouncer, for one, hands out key data of its own. There akadze prepares
-each of its statements once, under a name of its own, and runs it in one round trip. Behind a
-pooler nothing is prepared and every statement runs as before.
+each of its statements once, under a name of its own, and runs it in one round trip.
+
+Behind a pooler nothing stays prepared on a server: each statement is described once per
+connection (its parameter and result types, which asyncpg needs to encode and decode) and kept
+unnamed and "unprepared", so that every run sends Parse, Bind, Execute and Sync at once: one
+round trip, and one transaction the pooler gives to one server connection, instead of a
+Parse/Describe round trip followed by the same Parse again with Bind and Execute. The server
+cannot tell such a statement that its result types changed (a schema change under a running
+worker): a run that fails drops its description, and the next one describes it again.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from akadze.db.sql import Statement
 #: per raw connection: prepared statements by file name, or None behind a pooler
 _by_connection: weakref.WeakKeyDictionary[Any, dict[str, Any] | None] = weakref.WeakKeyDictionary()
 _names = itertools.count()
+#: per raw connection behind a pooler: statements described once, parsed again at each run
+#: (None: this driver would not parse it again)
+_described: weakref.WeakKeyDictionary[Any, dict[str, Any | None]] = weakref.WeakKeyDictionary()
 
 #: a prepared statement the server no longer has, or whose plan no longer fits (a schema change)
 STALE = (asyncpg.exceptions.InvalidCachedStatementError, asyncpg.exceptions.InvalidSQLStatementNameError)
@@ -42,8 +52,24 @@ async def prepared(conn: Any, stmt: Statement) -> Any | None:
     return found
 
 
+async def described(conn: Any, stmt: Statement) -> Any | None:
+    """Behind a pooler: ``stmt`` described once on ``conn`` and parsed again at every run (see
+    the module's doc); None if the driver would not parse it again (then it runs as text)."""
+    known = _described.get(conn, {})
+    if stmt.name in known:
+        return known[stmt.name]
+    # name "": the unnamed statement, which asyncpg marks unprepared when its statement cache is
+    # off (as the engine sets it), so that each run carries its own Parse
+    found: Any = await conn.prepare(stmt.pg, name="")
+    if getattr(getattr(found, "_state", None), "prepared", True):
+        found = None  # the driver would Bind a statement the server may not have: never use it
+    _described.setdefault(conn, {})[stmt.name] = found
+    return found
+
+
 def forget(conn: Any, stmt: Statement) -> None:
-    """Drop a prepared statement that went stale; the next use prepares it again."""
-    known = _by_connection.get(conn)
-    if known:
-        known.pop(stmt.name, None)
+    """Drop a prepared (or described) statement that went stale; the next use makes it again."""
+    for table in (_by_connection, _described):
+        known = table.get(conn)
+        if known:
+            known.pop(stmt.name, None)

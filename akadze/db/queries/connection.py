@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from akadze.db.prepared import STALE, forget, prepared
+from akadze.db.prepared import STALE, described, forget, prepared
 from akadze.db.sql import Statement
 
 Connection = Any  # AsyncConnection, or the asyncpg.Connection under one (asyncpg is untyped)
@@ -31,6 +31,13 @@ async def fetch(conn: Connection, stmt: Statement, params: Mapping[str, Any]) ->
             return found
         except STALE:
             forget(conn, stmt)
+    elif (ready := await described(conn, stmt)) is not None:  # behind a pooler
+        try:
+            described_rows: Sequence[Any] = await ready.fetch(*args)
+            return described_rows
+        except Exception:
+            forget(conn, stmt)  # described again at the next run (a schema change, say)
+            raise
     rows: Sequence[Any] = await conn.fetch(stmt.pg, *args)
     return rows
 
