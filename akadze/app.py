@@ -45,6 +45,9 @@ TransitionHook: TypeAlias = Callable[[AsyncConnection, Job, JobState, JobState],
 
 _DEFAULT_POOL_SIZE = 5
 _MAX_OVERFLOW = 10
+#: asyncpg announces client_encoding as 'utf-8', the server reports UTF8: PgBouncer then sends a
+#: SET before each transaction it hands over (an extra round trip); spelled UTF8, none (scaling.md)
+_SERVER_SETTINGS = {"client_encoding": "UTF8"}
 
 
 @dataclass
@@ -92,12 +95,13 @@ def create_engine(
         json_deserializer=msgspec.json.decode,
         # statement parameters hold task arguments: keep them out of SQLAlchemy's logs and errors
         hide_parameters=True,
-        connect_args={}
+        connect_args={"server_settings": dict(_SERVER_SETTINGS)}
         if prepared_statements
         else {
             "statement_cache_size": 0,
             "prepared_statement_cache_size": 0,
             "prepared_statement_name_func": lambda: f"__akadze_{uuid4().hex}__",
+            "server_settings": dict(_SERVER_SETTINGS),
         },
     )
     # libpq parameters in the URL (sslmode, application_name...) are mapped at each connect
