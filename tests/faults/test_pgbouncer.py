@@ -61,3 +61,47 @@ async def test_the_listener_probe_is_not_fooled_by_a_transaction_pooler(fault_en
         assert not await _listener_works(fault_env.url_via(port))
     finally:
         await bouncer.stop()
+
+
+async def _commits(dsn: str) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        return int(
+            await conn.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        )
+    finally:
+        await conn.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_statement_through_pgbouncer_is_one_transaction_with_no_set_before_it(fault_env: Env) -> None:
+    """asyncpg announces client_encoding 'utf-8' and the server reports UTF8: PgBouncer took them
+    for different settings and sent a SET before every transaction it handed to a server
+    connection (an extra round trip and transaction per statement). The engine announces UTF8."""
+    from akadze import Akadze
+    from akadze.db.raw import driver_connection
+
+    assert fault_env.server is not None
+    bouncer = pgbouncer.PgBouncer(
+        fault_env.folder / "pgbouncer", fault_env.server.host, fault_env.server.port, pool_size=2
+    )
+    port = await bouncer.start()
+    app = Akadze(database_url=fault_env.url_via(port))
+    statements = 40
+    try:
+        async with app.engine.connect() as conn:
+            raw = await driver_connection(conn)
+            await raw.fetchval("SELECT 1")  # the pooler's server connections are open
+            before = await _commits(fault_env.dsn)
+            for _ in range(statements):
+                await raw.fetchval("SELECT 1")
+    finally:
+        await app.dispose()
+        await bouncer.stop()  # its server connections end, and flush their statistics
+    spent = await _commits(fault_env.dsn) - before
+    # each statement one transaction, plus the two _commits connections' own; a SET before each
+    # statement would make it twice the statements
+    assert statements <= spent <= statements + 10, spent
