@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 from uuid import UUID
 
@@ -74,6 +77,18 @@ def test_the_batch_writes_what_encode_writes_item_by_item() -> None:
     assert encode_many(codec, items) == [codec.encode(item) for item in items]
 
 
+def test_any_mapping_is_an_item() -> None:
+    """Items go to the validator as given (no copy): a read-only or ordered mapping is one."""
+    codec = _rich_codec()
+    items: list[Mapping[str, Any]] = [
+        MappingProxyType(_item(1, tags=["x"])),
+        OrderedDict(_item(2, tags=["y"])),
+        _item(3, tags=["z"]),
+    ]
+    assert encode_many(codec, items) == [codec.encode(dict(item)) for item in items]
+    assert encode_many(codec, iter(items)) == encode_many(codec, items)
+
+
 def test_plain_arguments_take_the_batch_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """No item goes through encode() one by one when every batch check passes."""
     codec = _rich_codec()
@@ -104,10 +119,21 @@ def _deep(levels: int) -> Any:
         {"anything": float("nan")},
         {"point": Point(x=float("inf"), y=0)},
         {"anything": _deep(MAX_JSON_DEPTH + 5)},
+        {"anything": _deep(MAX_JSON_DEPTH)},
         {"anything": "x" * 5000},
         {"anything": object()},
     ],
-    ids=["invalid", "unknown", "nul", "nan", "inf-in-model", "too-deep", "too-large", "no-json"],
+    ids=[
+        "invalid",
+        "unknown",
+        "nul",
+        "nan",
+        "inf-in-model",
+        "too-deep",
+        "one-too-deep",
+        "too-large",
+        "no-json",
+    ],
 )
 def test_a_bad_item_is_refused_as_encode_refuses_it(bad: dict[str, Any]) -> None:
     codec = _rich_codec(max_args_bytes=4096)
