@@ -7,7 +7,7 @@ import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
@@ -15,6 +15,7 @@ from uuid import UUID
 
 import pydantic
 import pytest
+from sqlalchemy import text
 
 from akadze import Akadze
 from akadze.batch import encode_many
@@ -169,3 +170,29 @@ def test_items_each_under_the_nesting_limit_pass_whatever_the_batch_holds() -> N
         objects = {"k": objects}
     items = [_item(1, anything=lists), _item(2, anything=objects), _item(3)]
     assert encode_many(codec, items) == [codec.encode(item) for item in items]
+
+
+@pytest.mark.parametrize("when", ["now", "delay", "run_at"])
+async def test_the_batch_returns_the_due_time_and_creation_time_the_rows_hold(
+    app: Akadze, database_url: str, when: str
+) -> None:
+    """run_at and created_at come back computed once for the statement (its now()), not read
+    from each row: they must still be what every row holds, in the caller's transaction too."""
+
+    @app.task("t")
+    async def t(n: int) -> None: ...
+
+    options: dict[str, Any] = {
+        "now": {},
+        "delay": {"delay": timedelta(minutes=5)},
+        "run_at": {"run_at": datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)},
+    }[when]
+    async with app.engine.begin() as conn:
+        await conn.execute(text("SELECT pg_sleep(0.05)"))  # the transaction's now() is behind the clock
+        in_tx = await t.using(session=conn, priority=4, **options).enqueue_many([{"n": n} for n in range(3)])
+    alone = await t.using(**options).enqueue_many([{"n": n} for n in range(3, 5)])
+    for job in in_tx + alone:
+        assert await app.get_job(job.id) == job
+    assert len({job.created_at for job in in_tx}) == 1
+    started = await fetchval(database_url, "SELECT min(created_at) FROM akadze_jobs")
+    assert started == in_tx[0].created_at

@@ -1,7 +1,8 @@
 -- enqueue_batch: inserts many jobs of one task with the same options in one statement.
 -- :args is one JSON array, an element per job; the ids come back as one array in input order
--- (identity values follow the ordinality), with the run_at and created_at every row shares
--- (one statement: one now()). One NOTIFY at most. Not the arguments.
+-- (identity values follow the ordinality), with the run_at and created_at every row shares:
+-- one transaction, one now(), so they are the column's default and the due time computed once
+-- here, not read back from each row. One NOTIFY at most. Not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
         {new_job_columns}, run_at, expires_at, trace_context
@@ -18,7 +19,7 @@ WITH job AS (
         :trace_context
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
     ORDER BY a.n
-    RETURNING id, run_at, created_at
+    RETURNING id
 ),
 wake AS (
     SELECT pg_notify('akadze_jobs', :queue)
@@ -26,7 +27,7 @@ wake AS (
 )
 SELECT
     array_agg(job.id ORDER BY job.id) AS ids,
-    min(job.run_at) AS run_at,
-    min(job.created_at) AS created_at,
+    {due_at} AS run_at,
+    now() AS created_at,
     (SELECT count(*) FROM wake) AS notified
 FROM job
