@@ -2,10 +2,14 @@
 
 Metrics, traces, dashboards and the worker's own transition log read the system here, never
 inside a transaction: ``app.subscribe(callback)`` registers a plain function that receives
-every :class:`Event` on one thread of its own ("akadze-events"). Publishing is a bounded queue
-append: a subscriber that raises is logged and skipped, a slow one lets the queue fill and
-later events are dropped (counted in ``app.events.dropped`` and logged), and a transition
-never waits for either. Events carry no task arguments and no results.
+every :class:`Event` (or the ``kinds`` it asks for) on one thread of its own ("akadze-events").
+Publishing is a bounded queue append, and only of events a subscriber wants: a subscriber that
+raises is logged and skipped, a slow one lets the queue fill and later events are dropped
+(counted in ``app.events.dropped`` and logged), and a transition never waits for either.
+Events carry no task arguments and no results.
+
+akadze's own in-memory tallies (the run metrics) take theirs in the publishing thread instead
+(:meth:`Events.tally`): memory updates only, so they cannot slow a transition.
 """
 
 from __future__ import annotations
@@ -16,25 +20,22 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 import msgspec
 
 from akadze.errors import ConfigError
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, ErrorType, Verdict
+from akadze.logs import LOGGED, log_transition, transition_logger
+from akadze.outcomes import Completed, Verdict
 
 logger = logging.getLogger("akadze.events")
-#: the transition log line is written on the worker's logger, as it always was documented
-transition_logger = logging.getLogger("akadze.worker")
 
 #: events waiting for the subscribers; past this, new events are dropped and counted
 MAX_QUEUED = 10_000
 #: how long the events thread lets events gather after a wake-up (the delivery latency)
 GATHER_S = 0.01
-#: a failed run's error message is logged up to this many characters (as stored on the job)
-MAX_LOGGED_MESSAGE = 2000
 #: a subscriber that keeps raising, or drops that keep happening, are logged this often
 LOG_EVERY_S = 60.0
 
@@ -94,6 +95,11 @@ class Event(msgspec.Struct, frozen=True, gc=False):
 
 #: a subscriber: a plain function of one event, run on the events thread
 Subscriber: TypeAlias = Callable[[Event], None]
+#: a subscriber's filter, run in the publishing thread: whether it takes the event
+Accept: TypeAlias = Callable[[Event], bool]
+_Entry: TypeAlias = tuple[Subscriber, frozenset[Kind], Accept | None]
+#: the kinds the transition log line may log
+_LOGGED = frozenset(Kind(kind) for kind in LOGGED)
 
 
 def event_of(
@@ -127,66 +133,12 @@ def event_of(
     )
 
 
-def log_transition(event: Event) -> None:
-    """The worker's transition log line: one per run end and per cancel before a run.
-
-    INFO for most; WARNING for a run that failed and will run again (with its error's type
-    and message, as stored on the job); ERROR for a job that failed for good. The fields go on
-    the record too (``extra``), for the JSON format (akadze/logs.py).
-    """
-    if event.kind is Kind.CLAIMED or event.kind is Kind.RESCUED or event.kind is Kind.FIRED:
-        return  # claims are not logged; rescues and fires log their own line where they happen
-    outcome = event.outcome
-    if outcome is Verdict.FAILED:
-        level = logging.ERROR
-    elif outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY:
-        level = logging.WARNING
-    else:
-        level = logging.INFO  # an explicit Retry is the task's instruction, not a failure
-    if not transition_logger.isEnabledFor(level):
-        return
-    duration_ms = round(event.duration_s * 1000, 1) if event.duration_s is not None else None
-    fields = {
-        "job_id": event.job_id,
-        "task": event.task,
-        "queue": event.queue,
-        "state": event.to_state.value,
-        "attempt": event.attempt,
-        "duration_ms": duration_ms,
-        "outcome": outcome.value if outcome is not None else None,
-    }
-    if event.error_type is None:
-        transition_logger.log(
-            level,
-            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
-            event.job_id,
-            event.task,
-            event.queue,
-            event.to_state.value,
-            event.attempt,
-            duration_ms if duration_ms is not None else "-",
-            extra=fields,
-        )
-        return
-    message = event.error_message or ""
-    if len(message) > MAX_LOGGED_MESSAGE:
-        message = message[:MAX_LOGGED_MESSAGE] + " [truncated]"
-    fields["error_type"] = event.error_type
-    fields["error_message"] = message
-    transition_logger.log(
-        level,
-        "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s outcome=%s error=%s: %s",
-        event.job_id,
-        event.task,
-        event.queue,
-        event.to_state.value,
-        event.attempt,
-        duration_ms if duration_ms is not None else "-",
-        outcome.value if outcome is not None else "-",
-        event.error_type or "-",
-        message,
-        extra=fields,
-    )
+def _kinds(kinds: Iterable[Kind] | None) -> frozenset[Kind]:
+    if kinds is None:
+        return frozenset(Kind)
+    if not (chosen := frozenset(kinds)) or not all(isinstance(kind, Kind) for kind in chosen):
+        raise ConfigError(f"kinds must be one or more akadze.events.Kind values, got {kinds!r}")
+    return chosen
 
 
 class Events:
@@ -200,7 +152,16 @@ class Events:
         self.max_queued = max_queued
         #: events dropped because the queue was full (a slow subscriber)
         self.dropped = 0
+        #: (subscriber, the kinds it takes, its filter): the events thread's, and the tallies
+        self._threaded: tuple[_Entry, ...] = ((log_transition, _LOGGED, None),)
+        self._tallies: tuple[_Entry, ...] = ()
         self._subscribers: tuple[Subscriber, ...] = (log_transition,)
+        #: the kinds some subscriber without a filter takes (on the thread; not the log line)
+        self._queued_kinds: frozenset[Kind] = frozenset()
+        #: the kinds and filters of the others
+        self._filtered: tuple[tuple[frozenset[Kind], Accept], ...] = ()
+        #: the kinds some tally takes
+        self._tallied_kinds: frozenset[Kind] = frozenset()
         self._queue: collections.deque[Event] = collections.deque()
         self._ready = threading.Event()
         self._done = threading.Condition()
@@ -216,31 +177,69 @@ class Events:
     def subscribers(self) -> tuple[Subscriber, ...]:
         return self._subscribers
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback(event)`` after every transition this process commits.
+    def subscribe(
+        self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None, accept: Accept | None = None
+    ) -> Callable[[], None]:
+        """Call ``callback(event)`` after every transition this process commits: of ``kinds``
+        only, when given, and only those ``accept(event)`` is true of, when given (a cheap
+        test, called in the publishing thread and again before the delivery). What no
+        subscriber takes is not even queued.
 
         Returns a function that unsubscribes it. ``callback`` must be a plain function: it
         runs on the events thread (hand work to an event loop with
         ``loop.call_soon_threadsafe``).
         """
+        return self._add("_threaded", callback, kinds, accept)
+
+    def tally(self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None) -> Callable[[], None]:
+        """Call ``callback(event)`` in the publishing thread, as the event is published.
+
+        For akadze's own in-memory aggregations (akadze.metrics): ``callback`` must only
+        update memory, never block and never wait for a lock another thread may hold long
+        (a transition publishes right after its commit, and this call is part of that). It
+        may run in several threads at once, one per event loop that publishes. An exception
+        is logged and skipped. Returns a function that removes it.
+        """
+        return self._add("_tallies", callback, kinds, None)
+
+    def _add(
+        self, where: str, callback: Subscriber, kinds: Iterable[Kind] | None, accept: Accept | None
+    ) -> Callable[[], None]:
         if not callable(callback) or inspect.iscoroutinefunction(callback):
             raise ConfigError(
                 f"an events subscriber must be a plain (not async) function of one event, got {callback!r}"
             )
-        self._subscribers = (*self._subscribers, callback)
+        entry = (callback, _kinds(kinds), accept)
+        setattr(self, where, (*getattr(self, where), entry))
+        self._update()
 
-        def unsubscribe() -> None:
-            self._subscribers = tuple(s for s in self._subscribers if s is not callback)
+        def remove() -> None:
+            setattr(self, where, tuple(e for e in getattr(self, where) if e is not entry))
+            self._update()
 
-        return unsubscribe
+        return remove
+
+    def _update(self) -> None:
+        self._subscribers = tuple(entry[0] for entry in self._threaded)
+        others = [(kinds, accept) for s, kinds, accept in self._threaded if s is not log_transition]
+        self._queued_kinds = frozenset().union(*(kinds for kinds, accept in others if accept is None))
+        self._filtered = tuple((kinds, accept) for kinds, accept in others if accept is not None)
+        self._tallied_kinds = frozenset().union(*(kinds for _, kinds, _ in self._tallies))
+
+    def wants(self, kind: Kind) -> bool:
+        """Whether an event of ``kind`` published now would reach anyone (build it only then)."""
+        if kind in self._queued_kinds or kind in self._tallied_kinds:
+            return True
+        if any(kind in kinds for kinds, _ in self._filtered):
+            return True
+        return kind in _LOGGED and transition_logger.isEnabledFor(logging.INFO)
 
     @property
     def active(self) -> bool:
-        """Whether an event published now would reach anyone (build events only then)."""
-        subscribers = self._subscribers
-        if len(subscribers) == 1 and subscribers[0] is log_transition:
-            return transition_logger.isEnabledFor(logging.INFO)
-        return bool(subscribers)
+        """Whether some event published now would reach anyone (build events only then)."""
+        if self._queued_kinds or self._tallied_kinds or self._filtered:
+            return True
+        return transition_logger.isEnabledFor(logging.INFO)
 
     @property
     def failures_active(self) -> bool:
@@ -249,7 +248,27 @@ class Events:
         return self.active or transition_logger.isEnabledFor(logging.WARNING)
 
     def publish(self, event: Event) -> None:
-        """Queue ``event`` for the subscribers; drop it (counted) when the queue is full."""
+        """Hand ``event`` to the tallies, then queue it for the events thread if a subscriber
+        there takes it; drop it (counted) when the queue is full."""
+        kind = event.kind
+        if kind in self._tallied_kinds:
+            for tally, kinds, _ in self._tallies:
+                if kind in kinds:
+                    try:
+                        tally(event)
+                    except Exception:
+                        self._log_failure(tally)
+        if (
+            kind not in self._queued_kinds
+            and not (
+                kind in _LOGGED
+                and transition_logger.isEnabledFor(
+                    logging.INFO if event.error_type is None else logging.WARNING
+                )
+            )
+            and not any(kind in kinds and accept(event) for kinds, accept in self._filtered)
+        ):
+            return  # nobody on the events thread takes it: not queued, the thread not woken
         queue = self._queue
         if len(queue) >= self.max_queued:
             self.dropped += 1
@@ -296,11 +315,12 @@ class Events:
                 while queue and delivered < 100:
                     event = queue.popleft()
                     delivered += 1
-                    for subscriber in self._subscribers:
-                        try:
-                            subscriber(event)
-                        except Exception:
-                            self._log_failure(subscriber)
+                    for subscriber, kinds, accept in self._threaded:
+                        if event.kind in kinds and (accept is None or accept(event)):
+                            try:
+                                subscriber(event)
+                            except Exception:
+                                self._log_failure(subscriber)
                 with self._done:
                     self._delivered += delivered
                     self._done.notify_all()

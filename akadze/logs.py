@@ -2,8 +2,8 @@
 
 A JSON line has ``ts, level, logger, message``, and on a transition ``job_id, task, queue,
 state, attempt, duration_ms, outcome`` (plus ``error_type, error_message`` for a failed run).
-The transition fields come from the record's ``extra`` (akadze/events.py ``log_transition``):
-never arguments or results.
+The transition fields come from the record's ``extra`` (:func:`log_transition`, an events
+subscriber): never arguments or results.
 """
 
 from __future__ import annotations
@@ -12,9 +12,22 @@ import enum
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+from akadze.outcomes import ErrorType, Verdict
+
+if TYPE_CHECKING:
+    from akadze.events import Event
+
+#: the transition log line is written on the worker's logger, as it always was documented
+transition_logger = logging.getLogger("akadze.worker")
+#: a failed run's error message is logged up to this many characters (as stored on the job)
+MAX_LOGGED_MESSAGE = 2000
+#: the events (akadze.events.Kind values) the transition log line may log: the others log
+#: their own line where they happen
+LOGGED = frozenset({"ended", "committed", "cancelled", "requeued"})
 
 #: record attributes copied into a JSON line when a log call set them (``extra=``)
 FIELDS = (
@@ -81,3 +94,65 @@ def configure(
     root.setLevel(level.upper() if isinstance(level, str) else level)
     if tracebacks:
         logging.getLogger("akadze.worker.traceback").setLevel(logging.DEBUG)
+
+
+def log_transition(event: Event) -> None:
+    """The worker's transition log line: one per run end and per cancel before a run.
+
+    INFO for most; WARNING for a run that failed and will run again (with its error's type
+    and message, as stored on the job); ERROR for a job that failed for good. The fields go on
+    the record too (``extra``), for the JSON format (akadze/logs.py).
+    """
+    if event.kind not in LOGGED:
+        return  # claims are not logged; rescues and fires log their own line where they happen
+    outcome = event.outcome
+    if outcome is Verdict.FAILED:
+        level = logging.ERROR
+    elif outcome is Verdict.RETRIED and event.error_type != ErrorType.RETRY:
+        level = logging.WARNING
+    else:
+        level = logging.INFO  # an explicit Retry is the task's instruction, not a failure
+    if not transition_logger.isEnabledFor(level):
+        return
+    duration_ms = round(event.duration_s * 1000, 1) if event.duration_s is not None else None
+    fields = {
+        "job_id": event.job_id,
+        "task": event.task,
+        "queue": event.queue,
+        "state": event.to_state.value,
+        "attempt": event.attempt,
+        "duration_ms": duration_ms,
+        "outcome": outcome.value if outcome is not None else None,
+    }
+    if event.error_type is None:
+        transition_logger.log(
+            level,
+            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
+            event.job_id,
+            event.task,
+            event.queue,
+            event.to_state.value,
+            event.attempt,
+            duration_ms if duration_ms is not None else "-",
+            extra=fields,
+        )
+        return
+    message = event.error_message or ""
+    if len(message) > MAX_LOGGED_MESSAGE:
+        message = message[:MAX_LOGGED_MESSAGE] + " [truncated]"
+    fields["error_type"] = event.error_type
+    fields["error_message"] = message
+    transition_logger.log(
+        level,
+        "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s outcome=%s error=%s: %s",
+        event.job_id,
+        event.task,
+        event.queue,
+        event.to_state.value,
+        event.attempt,
+        duration_ms if duration_ms is not None else "-",
+        outcome.value if outcome is not None else "-",
+        event.error_type or "-",
+        message,
+        extra=fields,
+    )

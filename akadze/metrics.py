@@ -9,8 +9,10 @@ argument values. Metric names and meanings: docs/operations.md.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -51,71 +53,111 @@ def _client() -> Any:
 
 
 class RunMetrics:
-    """``akadze_runs_total``, ``akadze_run_duration_seconds`` and ``akadze_job_wait_seconds``,
-    fed by an app's events (a subscriber: it runs on the events thread, never in a transition).
+    """``akadze_runs_total``, ``akadze_run_duration_seconds`` and ``akadze_job_wait_seconds``:
+    a tally of an app's events (taken in the publishing thread, as the transition publishes)
+    in plain counters, and a collector that reads them at scrape time.
 
-    Label children are cached per (task, queue): an event costs a dict lookup and an observe.
+    An event costs a dictionary lookup, a ``bisect`` and a few additions under one lock held
+    only that long (prometheus_client's histogram took two locks and a loop over the bounds
+    per value, and the events thread a hand-off per event: docs/performance.md).
     """
 
-    def __init__(self, registry: Any) -> None:
-        client = _client()
-        self.runs = client.Counter(
-            "akadze_runs",
-            "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
-            "snoozed, lost, released).",
-            ["task", "queue", "outcome"],
-            registry=registry,
-        )
-        self.duration = client.Histogram(
-            "akadze_run_duration_seconds",
-            "How long runs took, from claim to their outcome written.",
-            ["task", "queue"],
-            buckets=RUN_BUCKETS,
-            registry=registry,
-        )
-        self.wait = client.Histogram(
-            "akadze_job_wait_seconds",
-            "How long jobs waited to start, from their run_at to their claim (database clock).",
-            ["task", "queue"],
-            buckets=WAIT_BUCKETS,
-            registry=registry,
-        )
-        self._runs: dict[tuple[str, str, str], Any] = {}
-        self._durations: dict[tuple[str, str], Any] = {}
-        self._waits: dict[tuple[str, str], Any] = {}
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: (task, queue, outcome) -> runs
+        self.runs: dict[tuple[str, str, str], int] = {}
+        #: (task, queue) -> per-bucket counts (the last one past every bound), then the sum
+        self.durations: dict[tuple[str, str], list[float]] = {}
+        self.waits: dict[tuple[str, str], list[float]] = {}
+        self._created: dict[tuple[str, str, str], float] = {}
 
     def __call__(self, event: Event) -> None:
-        kind = event.kind
-        if kind is Kind.CLAIMED:
+        if event.kind is Kind.CLAIMED:
             if event.wait_s is not None:
-                key = (event.task, event.queue)
-                child = self._waits.get(key)
-                if child is None:
-                    child = self._waits[key] = self.wait.labels(*key)
-                child.observe(max(event.wait_s, 0.0))
+                self._observe(self.waits, WAIT_BUCKETS, (event.task, event.queue), max(event.wait_s, 0.0))
             return
         outcome = event.outcome
         if outcome is None:
             return  # a cancel before any run, a requeue, a schedule fire: not a run
-        run_key = (event.task, event.queue, outcome.value)
-        counter = self._runs.get(run_key)
-        if counter is None:
-            counter = self._runs[run_key] = self.runs.labels(*run_key)
-        counter.inc()
+        key = (event.task, event.queue, outcome.value)
+        with self._lock:
+            runs = self.runs.get(key)
+            if runs is None:
+                self._created[key] = time.time()
+                runs = 0
+            self.runs[key] = runs + 1
         if event.duration_s is not None:
-            key = (event.task, event.queue)
-            child = self._durations.get(key)
-            if child is None:
-                child = self._durations[key] = self.duration.labels(*key)
-            child.observe(event.duration_s)
+            self._observe(self.durations, RUN_BUCKETS, (event.task, event.queue), event.duration_s)
+
+    def _observe(
+        self,
+        into: dict[tuple[str, str], list[float]],
+        bounds: tuple[float, ...],
+        key: tuple[str, str],
+        value: float,
+    ) -> None:
+        with self._lock:
+            counts = into.get(key)
+            if counts is None:
+                counts = into[key] = [0.0] * (len(bounds) + 2)
+            counts[bisect.bisect_left(bounds, value)] += 1
+            counts[-1] += value
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())  # registered without a first read
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        with self._lock:
+            runs = dict(self.runs)
+            created = dict(self._created)
+            durations = {key: list(counts) for key, counts in self.durations.items()}
+            waits = {key: list(counts) for key, counts in self.waits.items()}
+        family = CounterMetricFamily(
+            "akadze_runs",
+            "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
+            "snoozed, lost, released).",
+            labels=["task", "queue", "outcome"],
+        )
+        for key, count in sorted(runs.items()):
+            family.add_metric(list(key), count, created=created.get(key))
+        yield family
+        for name, help_text, bounds, values in (
+            (
+                "akadze_run_duration_seconds",
+                "How long runs took, from claim to their outcome written.",
+                RUN_BUCKETS,
+                durations,
+            ),
+            (
+                "akadze_job_wait_seconds",
+                "How long jobs waited to start, from their run_at to their claim (database clock).",
+                WAIT_BUCKETS,
+                waits,
+            ),
+        ):
+            histogram = HistogramMetricFamily(name, help_text, labels=["task", "queue"])
+            # the bounds as prometheus_client writes them ("0.005", "1.0"), then the last bucket
+            les = [repr(float(bound)) for bound in bounds] + ["+Inf"]
+            for labels, counts in sorted(values.items()):
+                cumulative = list(itertools.accumulate(counts[:-1]))
+                histogram.add_metric(list(labels), list(zip(les, cumulative, strict=True)), counts[-1])
+            yield histogram
+
+
+#: the events the run metrics take: claims (the wait) and every end of a run
+RUN_KINDS = (Kind.CLAIMED, Kind.ENDED, Kind.COMMITTED, Kind.RESCUED)
 
 
 def instrument(app: Akadze, registry: Any = None) -> Callable[[], None]:
     """Count the runs this process ends (a worker, or ``akadze.testing.drain``) in ``registry``
-    (prometheus_client's default one when None). Returns the unsubscribe function."""
+    (prometheus_client's default one when None). Returns the function that stops counting
+    (the metrics stay registered, with what they counted)."""
     client = _client()
-    metrics = RunMetrics(registry if registry is not None else client.REGISTRY)
-    return app.subscribe(metrics)
+    metrics = RunMetrics()
+    (registry if registry is not None else client.REGISTRY).register(metrics)
+    return app.events.tally(metrics, kinds=RUN_KINDS)
 
 
 class EnqueueMetrics:

@@ -14,7 +14,6 @@ and the trace's shape: docs/operations.md; what it costs: docs/performance.md.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from akadze import observe
+from akadze import observe, trace_context
 from akadze.events import Event, Kind
 from akadze.outcomes import ErrorType, Verdict
 
@@ -53,8 +52,8 @@ class _State:
     undo_watch: Any = None
     #: (job id, run) -> the run's open consumer span (a _RunSpan)
     open: dict[tuple[int, int], Any] = {}
-    #: the last stored context read and its parent Context (_parent_of)
-    last_parent: tuple[str, Any] = ("", None)
+    #: the last stored context read, its parent Context and whether it was sampled (_parent_of)
+    last_parent: tuple[str, Any, bool] = ("", None, True)
     #: the consumer span's class (a subclass of the API's Span, made once enabled)
     run_span: Any = None
 
@@ -143,7 +142,7 @@ class _Producer:
         self.span = span = _state.tracer.start_span(
             f"send {new.task}", kind=trace.SpanKind.PRODUCER, attributes=attributes
         )
-        stored = _carrier(span.get_span_context())
+        stored = trace_context.carrier(_state.trace, _state.propagator, span.get_span_context())
         self.new = msgspec.structs.replace(new, trace_context=stored) if stored is not None else new
 
     def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None:
@@ -175,10 +174,15 @@ def start_run(app: Akadze, job: Job) -> Any:
     if not wanted():
         return None
     trace = _state.trace
+    parent, sampled = _parent_of(job.trace_context)
+    if not sampled:
+        # the producer's trace was not sampled: nor is the run (as the SDK's default
+        # sampler, ParentBased, decides); its context is current for propagation only
+        return _state.context.attach(parent)
     if _end_runs not in app.events.subscribers:  # a scan of a few: cheaper than a WeakSet
         with _lock:
             if _end_runs not in app.events.subscribers:
-                app.subscribe(_end_runs)
+                app.events.subscribe(_end_runs, kinds=_END_KINDS, accept=_is_open)
     span = _state.run_span(job.task, job.queue, job.id, job.attempt, job.trace_context, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:
@@ -247,7 +251,7 @@ def _run_span_class(api_span: type, making: Any) -> Any:
                     try:
                         self.span = _state.tracer.start_span(
                             f"process {self.task}",
-                            context=_parent_of(self.stored),
+                            context=_parent_of(self.stored)[0],
                             kind=_state.trace.SpanKind.CONSUMER,
                             attributes=attributes,
                             start_time=self.start,
@@ -307,66 +311,33 @@ def _run_span_class(api_span: type, making: Any) -> Any:
 _made = threading.RLock()
 
 
-#: what the producer stores, the common case: a W3C traceparent without tracestate
-_TRACEPARENT_ONLY = '{"traceparent":"00-%032x-%016x-%02x"}'
-_PREFIX = '{"traceparent":"00-'
-
-
-def _carrier(span_context: Any) -> str | None:
-    """The W3C carrier ({"traceparent", "tracestate"}) of ``span_context`` as JSON text; None
-    for an invalid context (a no-op span). Formatted by hand when there is no tracestate: the
-    propagator and json cost more than the span on the hot path."""
-    if not span_context.is_valid:
-        return None
-    if not span_context.trace_state:
-        return _TRACEPARENT_ONLY % (span_context.trace_id, span_context.span_id, span_context.trace_flags)
-    carrier: dict[str, str] = {}
-    _state.propagator.inject(
-        carrier, context=_state.trace.set_span_in_context(_state.trace.NonRecordingSpan(span_context))
-    )
-    return json.dumps(carrier, separators=(",", ":"))
-
-
-def _parent_of(stored: str | None) -> Any:
-    """The parent Context of a run whose job stored ``stored``: the jobs of one enqueue_many
-    share one producer span, so the last one read is kept (one tuple, swapped whole)."""
+def _parent_of(stored: str | None) -> tuple[Any, bool]:
+    """The parent Context of a run whose job stored ``stored`` (None when there is none or it
+    cannot be read), and whether its span was sampled. The jobs of one enqueue_many share one
+    producer span, so the last one read is kept (one tuple, swapped whole)."""
     if not stored:
-        return None
+        return None, True
     last = _state.last_parent
     if last[0] == stored:
-        return last[1]
-    parent = _parent(stored)
-    _state.last_parent = (stored, parent)
-    return parent
+        return last[1], last[2]
+    parent = trace_context.parent(_state.trace, _state.propagator, stored)
+    sampled = parent is None or trace_context.sampled(_state.trace, parent)
+    _state.last_parent = (stored, parent, sampled)
+    return parent, sampled
 
 
-def _parent(stored: str) -> Any:
-    """The Context of the stored carrier's span (remote); None when it cannot be read."""
-    trace = _state.trace
-    if len(stored) == len(_TRACEPARENT_ONLY % (0, 0, 0)) and stored.startswith(_PREFIX):
-        try:
-            trace_id = int(stored[19:51], 16)
-            span_id = int(stored[52:68], 16)
-            flags = int(stored[69:71], 16)
-        except ValueError:
-            return None
-        span_context = trace.SpanContext(
-            trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
-        )
-        if not span_context.is_valid:
-            return None
-        return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
-    try:
-        carrier = json.loads(stored)
-    except ValueError:
-        return None
-    return _state.propagator.extract(carrier) if isinstance(carrier, dict) else None
+#: the events that end a run's span
+_END_KINDS = (Kind.ENDED, Kind.COMMITTED)
+
+
+def _is_open(event: Event) -> bool:
+    """Whether the run of ``event`` has an open span (an events filter: the runs of a trace
+    that was not sampled have none, and their events are not even queued for tracing)."""
+    return (event.job_id, event.run) in _state.open
 
 
 def _end_runs(event: Event) -> None:
     """Events subscriber: end a run's span once its outcome is committed, with the outcome."""
-    if event.kind is not Kind.ENDED and event.kind is not Kind.COMMITTED:
-        return
     opened = _state.open.pop((event.job_id, event.run), None)
     if opened is None:
         return

@@ -243,6 +243,7 @@ class Worker:
     def _start_all(self, jobs: Sequence[Job]) -> None:
         """Start the runs of jobs a claim committed; publish one event per job."""
         publish = self.events.active
+        claims = publish and self.events.wants(Kind.CLAIMED)
         loop = asyncio.get_running_loop()
         for job in jobs:
             if job.state is not JobState.RUNNING:
@@ -254,8 +255,10 @@ class Worker:
             if publish:
                 if job.started_at is not None:
                     wait_s = (job.started_at - job.run_at).total_seconds()
-                claimed = event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
-                self.events.publish(claimed)
+                if claims:  # only the wait histogram takes them
+                    self.events.publish(
+                        event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
+                    )
             self._timing[job.id] = (time.monotonic(), wait_s)
             self._running[job.id] = loop.create_task(self._run_one(job))
 

@@ -1,0 +1,56 @@
+"""The W3C trace context a job stores (``akadze_jobs.trace_context``): written from the
+producer span, read back as the parent of the run's span.
+
+The functions take the ``opentelemetry.trace`` module and the propagator (akadze.tracing passes
+them once tracing is on): nothing here imports opentelemetry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: what the producer stores, the common case: a W3C traceparent without tracestate
+TRACEPARENT_ONLY = '{"traceparent":"00-%032x-%016x-%02x"}'
+_PREFIX = '{"traceparent":"00-'
+_LENGTH = len(TRACEPARENT_ONLY % (0, 0, 0))
+
+
+def carrier(trace: Any, propagator: Any, span_context: Any) -> str | None:
+    """The W3C carrier ({"traceparent", "tracestate"}) of ``span_context`` as JSON text; None
+    for an invalid context (a no-op span). Formatted by hand when there is no tracestate: the
+    propagator and json cost more than the span on the hot path."""
+    if not span_context.is_valid:
+        return None
+    if not span_context.trace_state:
+        return TRACEPARENT_ONLY % (span_context.trace_id, span_context.span_id, span_context.trace_flags)
+    found: dict[str, str] = {}
+    propagator.inject(found, context=trace.set_span_in_context(trace.NonRecordingSpan(span_context)))
+    return json.dumps(found, separators=(",", ":"))
+
+
+def parent(trace: Any, propagator: Any, stored: str) -> Any:
+    """The Context of the stored carrier's span (remote); None when it cannot be read."""
+    if len(stored) == _LENGTH and stored.startswith(_PREFIX):
+        try:
+            trace_id = int(stored[19:51], 16)
+            span_id = int(stored[52:68], 16)
+            flags = int(stored[69:71], 16)
+        except ValueError:
+            return None
+        span_context = trace.SpanContext(
+            trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
+        )
+        if not span_context.is_valid:
+            return None
+        return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+    try:
+        found = json.loads(stored)
+    except ValueError:
+        return None
+    return propagator.extract(found) if isinstance(found, dict) else None
+
+
+def sampled(trace: Any, context: Any) -> bool:
+    """Whether the span of ``context`` (a stored context read back) was sampled."""
+    return bool(trace.get_current_span(context).get_span_context().trace_flags.sampled)
