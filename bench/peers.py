@@ -67,9 +67,18 @@ PEERS: dict[str, Peer] = {
             "akadze, metrics + tracing",
             "adapter_akadze.py",
             None,
-            options={"observe": True},
+            options={"observe": True, "sample": 0.1},
             note="as akadze, with Prometheus metrics served and scraped every second and "
-            "OpenTelemetry tracing on (SDK, batch processor, an exporter that drops the spans)",
+            "OpenTelemetry tracing on (SDK, ParentBased(TraceIdRatioBased(0.1)): a tenth of the "
+            "traces sampled at the root, batch processor, an exporter that drops the spans)",
+        ),
+        Peer(
+            "akadze_obs_all",
+            "akadze, metrics + tracing, every run recorded",
+            "adapter_akadze.py",
+            None,
+            options={"observe": True},
+            note="as akadze_obs, with the SDK's default sampler: every trace sampled, every run recorded",
         ),
         Peer(
             "akadze_cli",
@@ -103,8 +112,8 @@ PEERS: dict[str, Peer] = {
             "akadze, tracing",
             "adapter_akadze.py",
             None,
-            options={"observe": "tracing"},
-            note="as akadze_obs, with the OpenTelemetry tracing alone",
+            options={"observe": "tracing", "sample": 0.1},
+            note="as akadze_obs, with the OpenTelemetry tracing alone (a tenth of the traces sampled)",
         ),
         Peer(
             "akadze_unique",

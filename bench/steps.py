@@ -134,7 +134,7 @@ class Runner:
             )
         delta = await self.admin.delta(db, before)
         out: dict[str, Any] = {
-            k: res.get(k) for k in ("rate", "span_s", "tenths", "stop_s", "host_busy", "started")
+            k: res.get(k) for k in ("rate", "span_s", "tenths", "stop_s", "host_busy", "started", "spans")
         }
         out["maxrss_mb"] = res["maxrss_kb"] / 1024
         if res.get("worker_cpu_s") is not None and jobs > 1:

@@ -6,13 +6,15 @@ asks for it); ``await app.migrate()`` installs the schema;
 ``run(burst=True)`` for the drain (returns once no ready job is left), ``run()`` and
 ``stop()`` (graceful) for the latency step.
 
-With ``observe`` (the akadze_obs peer): OpenTelemetry tracing on in every process, and in the
+With ``observe`` (the akadze_obs peers): OpenTelemetry tracing on in every process, and in the
 worker the Prometheus endpoint, scraped once a second; ``observe="metrics"`` (akadze_metrics)
 or ``"tracing"`` (akadze_tracing) turns one of them on alone. Tracing is what a production
-process runs: the SDK's TracerProvider with its default sampler (every run recorded, as the
-producer's spans are sampled), a BatchSpanProcessor (spans handed to its export thread in
-batches, nothing per span on the event loop) and an exporter that drops what it gets (the
-cost of the spans, not of a network).
+process runs: the SDK's TracerProvider with ``sample`` as its sampler's ratio at the root
+(``ParentBased(TraceIdRatioBased(sample))``: akadze_obs, akadze_tracing) or its default
+sampler (every trace, so every run, recorded: akadze_obs_all), a BatchSpanProcessor (spans
+handed to its export thread in batches, nothing per span on the event loop) and an exporter
+that drops what it gets (the cost of the spans, not of a network) and counts the consumer
+spans it got (the worker's result says how many runs were recorded: ``spans``).
 
 With ``cli`` (the akadze_cli peer), the drain's worker is the ``akadze worker`` command
 (``akadze.cli.main`` with ``__main__:cli_app --burst --slots c``, in a thread, since the command
@@ -51,17 +53,22 @@ def _metered(req: dict[str, Any]) -> bool:
 
 
 def _observe(req: dict[str, Any]) -> None:
-    """Tracing on for this process (akadze_obs, akadze_tracing), once."""
+    """Tracing on for this process (akadze_obs, akadze_obs_all, akadze_tracing), once."""
     if not _traced(req) or _observed:
         return
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.trace import SpanKind
 
     class Discard(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
+            _consumer_spans[0] += sum(1 for span in spans if span.kind is SpanKind.CONSUMER)
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    sample = req.get("sample")
+    sampler = ParentBased(TraceIdRatioBased(float(sample))) if sample is not None else None
+    provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Discard()))
     from akadze import tracing
 
@@ -70,6 +77,8 @@ def _observe(req: dict[str, Any]) -> None:
 
 
 _observed: list[Any] = []
+#: consumer spans exported in this process (the runs recorded)
+_consumer_spans = [0]
 
 
 def _scrape_every_second(port: int, stop: threading.Event) -> None:
@@ -209,7 +218,11 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
     finally:
         scraping.set()
         await app.dispose()
-    return rec.summary(returned)
+    summary = rec.summary(returned)
+    if _observed:
+        _observed[0].force_flush()
+        summary["spans"] = _consumer_spans[0]
+    return summary
 
 
 if __name__ == "__main__":
