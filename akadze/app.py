@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
@@ -26,7 +26,7 @@ from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
 from akadze.db.url import check_url, with_libpq_params
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
-from akadze.events import Events, Subscriber
+from akadze.events import Accept, Events, Kind, Subscriber
 from akadze.job import Job, JobState
 from akadze.task import EnqueueHook, Task, TaskOptionArgs, TaskOptions, check_name
 
@@ -195,7 +195,9 @@ class Akadze:
     def owns_engine(self) -> bool:
         return self._owns_engine
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None, accept: Accept | None = None
+    ) -> Callable[[], None]:
         """Call ``callback(event)`` after every job transition this process commits.
 
         A worker publishes claims, run ends, ``complete_tx`` commits, rescues and schedule
@@ -203,11 +205,12 @@ class Akadze:
         plain function of one :class:`akadze.events.Event` (never arguments or results), run
         on a thread of its own, outside every transaction: one that raises is logged and
         skipped, one that is slow makes later events drop (``app.events.dropped``); neither
-        delays a transition. Returns a function that unsubscribes it.
+        delays a transition. ``kinds`` and ``accept`` narrow what it takes (Events.subscribe).
+        Returns a function that unsubscribes it.
 
         Example: ``app.subscribe(lambda event: runs[event.task, event.outcome] += 1)``.
         """
-        return self.events.subscribe(callback)
+        return self.events.subscribe(callback, kinds=kinds, accept=accept)
 
     async def dispose(self) -> None:
         """Close the engine if the app created it; a borrowed engine is left alone."""

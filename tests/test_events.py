@@ -354,3 +354,63 @@ async def test_unsubscribe_stops_delivery(app: Akadze) -> None:
     await t.enqueue()
     await drain(app)
     assert events == []
+
+
+async def test_a_subscriber_takes_its_kinds_and_what_its_filter_accepts_and_nothing_else_is_queued(
+    app: Akadze,
+) -> None:
+    @app.task("t")
+    async def t() -> None: ...
+
+    # a subscriber of schedule fires only: a drain queues nothing, the thread never starts
+    fires: list[Event] = []
+    unsubscribe = app.subscribe(fires.append, kinds=[Kind.FIRED])
+    await t.enqueue()
+    assert await drain(app) == 1
+    assert fires == [] and app.events._thread is None
+    unsubscribe()
+
+    jobs = await t.enqueue_many([{} for _ in range(3)])
+    ends: list[Event] = []
+    app.subscribe(ends.append, kinds=[Kind.ENDED])
+    first: list[Event] = []
+    accepted_in: set[int] = set()
+
+    def accept(event: Event) -> bool:
+        accepted_in.add(threading.get_ident())
+        return event.job_id == jobs[0].id
+
+    app.subscribe(first.append, accept=accept)
+    assert await drain(app) == 3
+    await flushed(app)
+    assert sorted(e.job_id for e in ends) == [job.id for job in jobs]
+    assert {e.kind for e in ends} == {Kind.ENDED}
+    assert [(e.job_id, e.kind) for e in first] == [(jobs[0].id, Kind.CLAIMED), (jobs[0].id, Kind.ENDED)]
+    assert threading.get_ident() in accepted_in  # asked as the event was published
+    with pytest.raises(ConfigError, match="kinds"):
+        app.subscribe(ends.append, kinds=["ended"])  # type: ignore[list-item]
+
+
+async def test_a_tally_takes_events_in_the_publishing_thread_and_a_raising_one_breaks_nothing(
+    app: Akadze, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[int, Kind]] = []
+    app.events.tally(lambda event: seen.append((threading.get_ident(), event.kind)), kinds=[Kind.ENDED])
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("tally bug")
+
+    app.events.tally(broken)
+
+    @app.task("t")
+    async def t() -> None: ...
+
+    jobs = await t.enqueue_many([{} for _ in range(5)])
+    assert await drain(app) == 5
+    # taken before the drain returned, without the events thread, in this (the loop's) thread
+    assert seen == [(threading.get_ident(), Kind.ENDED)] * 5
+    assert app.events._thread is None
+    for job in jobs:
+        assert (await app.get_job(job.id)).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    failures = [r for r in caplog.records if "events subscriber" in r.getMessage()]
+    assert len(failures) == 1 and "broken" in failures[0].getMessage()

@@ -225,3 +225,48 @@ async def test_akadze_worker_serves_metrics_on_the_port_it_is_given(database_url
         _, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert f"metrics at http://127.0.0.1:{port}/metrics" in err
+
+
+def test_the_run_metrics_expose_what_prometheus_clients_own_metrics_would() -> None:
+    """The tally's counters and buckets, read at scrape time, against prometheus_client's
+    Counter and Histogram fed the same values (a value on a bound counts in that bucket)."""
+    from prometheus_client import Counter, Histogram, generate_latest
+
+    from akadze.events import Event, Kind
+    from akadze.job import JobState
+    from akadze.outcomes import Verdict
+
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    tally = metrics.RunMetrics()
+    ours.register(tally)
+    runs = Counter("akadze_runs", "x", ["task", "queue", "outcome"], registry=theirs)
+    duration = Histogram(
+        "akadze_run_duration_seconds", "x", ["task", "queue"], buckets=metrics.RUN_BUCKETS, registry=theirs
+    )
+    wait = Histogram(
+        "akadze_job_wait_seconds", "x", ["task", "queue"], buckets=metrics.WAIT_BUCKETS, registry=theirs
+    )
+    values = [0.0, 0.001, 0.0011, 0.005, 0.3, 1, 2.5, 599.9, 600, 601, 3600, 5000]
+    for n, seconds in enumerate(values):
+        task, outcome = ("a", Verdict.SUCCEEDED) if n % 3 else ("b", Verdict.RETRIED)
+        tally(Event(Kind.CLAIMED, n, task, "q", JobState.QUEUED, JobState.RUNNING, 1, 1, wait_s=seconds))
+        ended = JobState.SUCCEEDED
+        tally(
+            Event(
+                Kind.ENDED, n, task, "q", JobState.RUNNING, ended, 1, 1, outcome=outcome, duration_s=seconds
+            )
+        )
+        runs.labels(task, "q", outcome.value).inc()
+        duration.labels(task, "q").observe(seconds)
+        wait.labels(task, "q").observe(seconds)
+    # not runs: a claim without a wait, a cancel before any run
+    tally(Event(Kind.CLAIMED, 99, "a", "q", JobState.QUEUED, JobState.RUNNING, 1, 1))
+    tally(Event(Kind.CANCELLED, 98, "a", "q", JobState.QUEUED, JobState.CANCELLED, 0, 0))
+
+    def without_created(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        found = samples(generate_latest(registry).decode())
+        return {key: v for key, v in found.items() if not key[0].endswith("_created")}
+
+    expected = without_created(theirs)
+    assert value(expected, "akadze_run_duration_seconds_bucket", task="a", queue="q", le="0.001") == 1
+    assert without_created(ours) == expected

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, TypedDict
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -285,3 +285,40 @@ asyncio.run(main())
         [sys.executable, "-c", code, database_url], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert out.split() == ["True", "True"]
+
+
+async def test_a_run_of_a_trace_not_sampled_records_nothing_and_passes_the_trace_on(
+    app: Akadze, exporter: InMemorySpanExporter
+) -> None:
+    seen: list[trace.SpanContext] = []
+
+    @app.task("order.ship")
+    async def ship() -> None:
+        return None
+
+    @app.task("order.pay")
+    async def pay() -> None:
+        seen.append(trace.get_current_span().get_span_context())
+        await ship.enqueue()
+
+    # the request's trace was not sampled at its root: neither is anything under it
+    unsampled = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(0))
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(unsampled)))
+    try:
+        job = await pay.enqueue()
+    finally:
+        context.detach(token)
+    assert job.trace_context is not None and json.loads(job.trace_context)["traceparent"].endswith("-00")
+    assert await drain(app) == 2
+    await flushed(app)
+    assert exporter.get_finished_spans() == ()
+    (current_then,) = seen  # the stored context was current in the run: its trace goes on
+    assert (current_then.trace_id, current_then.span_id, current_then.trace_flags.sampled) == (
+        0xABC,
+        int(json.loads(job.trace_context)["traceparent"].split("-")[2], 16),
+        False,
+    )
+    follow_up = await app.get_job(job.id + 1)
+    assert follow_up is not None and follow_up.task == "order.ship"
+    assert f"-{0xABC:032x}-" in (follow_up.trace_context or "")
+    assert tracing._state.open == {}
