@@ -124,17 +124,17 @@ def log_transition(event: Event) -> None:
         "duration_ms": duration_ms,
         "outcome": outcome.value if outcome is not None else None,
     }
+    head = (
+        event.job_id,
+        event.task,
+        event.queue,
+        event.to_state.value,
+        event.attempt,
+        duration_ms if duration_ms is not None else "-",
+    )
     if event.error_type is None:
         transition_logger.log(
-            level,
-            "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s",
-            event.job_id,
-            event.task,
-            event.queue,
-            event.to_state.value,
-            event.attempt,
-            duration_ms if duration_ms is not None else "-",
-            extra=fields,
+            level, "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s", *head, extra=fields
         )
         return
     message = event.error_message or ""
@@ -145,12 +145,7 @@ def log_transition(event: Event) -> None:
     transition_logger.log(
         level,
         "job_id=%d task=%s queue=%s state=%s attempt=%d duration_ms=%s outcome=%s error=%s: %s",
-        event.job_id,
-        event.task,
-        event.queue,
-        event.to_state.value,
-        event.attempt,
-        duration_ms if duration_ms is not None else "-",
+        *head,
         outcome.value if outcome is not None else "-",
         event.error_type or "-",
         message,

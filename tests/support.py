@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,35 @@ def subprocess_env(database_url: str, **extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+_WITH_APP = """
+import asyncio, sys
+from akadze import Akadze
+{imports}
+
+async def main() -> None:
+    app = Akadze(database_url=sys.argv[1])
+
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+{body}
+    await app.dispose()
+
+asyncio.run(main())
+"""
+
+
+def words_with_app(database_url: str, body: str, imports: str = "") -> list[str]:
+    """Run ``body`` in a fresh interpreter, in an async function with ``app`` (on the test's
+    database) and its no-op task ``t``, and return the words it printed: for what a process
+    can do once only (set the global tracer provider, gc.freeze)."""
+    code = _WITH_APP.format(imports=imports, body=textwrap.indent(textwrap.dedent(body), "    "))
+    args = [PYTHON, "-c", code, database_url]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.split()
 
 
 # -- one database per module, reset before each test ------------------------------------------

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any, TypedDict
@@ -23,7 +21,7 @@ from sqlalchemy import text
 from akadze import Akadze, current, tracing
 from akadze.client import RemoteTask
 from akadze.testing import drain
-from tests.support import module_database
+from tests.support import module_database, words_with_app
 
 
 @pytest.fixture
@@ -260,31 +258,14 @@ async def test_tracing_off_stores_no_context(app: Akadze) -> None:
 def test_a_tracer_provider_set_turns_tracing_on_without_enable(database_url: str) -> None:
     """DESIGN §5: with a tracer provider set, enqueue records a producer span (a fresh process:
     the global provider can be set once)."""
-    code = """
-import asyncio, sys
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from akadze import Akadze
-
-async def main() -> None:
-    app = Akadze(database_url=sys.argv[1])
-
-    @app.task("t")
-    async def t() -> None:
-        return None
-
-    before = await t.enqueue()
-    trace.set_tracer_provider(TracerProvider())
-    after = await t.enqueue()
-    print(before.trace_context is None, after.trace_context is not None)
-    await app.dispose()
-
-asyncio.run(main())
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code, database_url], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    assert out.split() == ["True", "True"]
+    imports = "from opentelemetry import trace\nfrom opentelemetry.sdk.trace import TracerProvider"
+    body = """
+        before = await t.enqueue()
+        trace.set_tracer_provider(TracerProvider())
+        after = await t.enqueue()
+        print(before.trace_context is None, after.trace_context is not None)
+    """
+    assert words_with_app(database_url, body, imports) == ["True", "True"]
 
 
 async def test_a_run_of_a_trace_not_sampled_records_nothing_and_passes_the_trace_on(

@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +33,7 @@ from tests.support import (
     plain,
     seconds_until_run,
     subprocess_env,
+    words_with_app,
 )
 
 
@@ -625,30 +625,14 @@ async def test_a_stalled_outcome_write_stops_claims_after_twice_the_slots(
 def test_a_worker_freezes_what_is_alive_at_its_start_once_per_process(database_url: str) -> None:
     """gc.freeze() as the worker starts (docs/performance.md, "Observability"): the imports and
     the app leave the collector's generations; a second worker of the process adds nothing."""
-    code = """
-import asyncio, gc, sys
-from akadze import Akadze
-from akadze.testing import drain
-
-async def main() -> None:
-    app = Akadze(database_url=sys.argv[1])
-
-    @app.task("t")
-    async def t() -> None:
-        return None
-
-    await t.enqueue()
-    before = gc.get_freeze_count()
-    await drain(app)
-    first = gc.get_freeze_count()
-    garbage = [[] for _ in range(1000)]
-    await drain(app)
-    print(before, first > 1000, gc.get_freeze_count() < first + 1000, len(garbage))
-    await app.dispose()
-
-asyncio.run(main())
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code, database_url], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    assert out.split() == ["0", "True", "True", "1000"]
+    body = """
+        await t.enqueue()
+        before = gc.get_freeze_count()
+        await drain(app)
+        first = gc.get_freeze_count()
+        garbage = [[] for _ in range(1000)]
+        await drain(app)
+        print(before, first > 1000, gc.get_freeze_count() < first + 1000, len(garbage))
+    """
+    imports = "import gc\nfrom akadze.testing import drain"
+    assert words_with_app(database_url, body, imports) == ["0", "True", "True", "1000"]
