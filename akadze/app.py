@@ -205,10 +205,8 @@ class Akadze:
         plain function of one :class:`akadze.events.Event` (never arguments or results), run
         on a thread of its own, outside every transaction: one that raises is logged and
         skipped, one that is slow makes later events drop (``app.events.dropped``); neither
-        delays a transition. ``kinds`` and ``accept`` narrow what it takes (Events.subscribe).
-        Returns a function that unsubscribes it.
-
-        Example: ``app.subscribe(lambda event: runs[event.task, event.outcome] += 1)``.
+        delays a transition. ``kinds``/``accept`` narrow what it takes (Events.subscribe).
+        Returns a function that unsubscribes it; docs/events.md has an example.
         """
         return self.events.subscribe(callback, kinds=kinds, accept=accept)
 
