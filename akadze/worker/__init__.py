@@ -130,7 +130,9 @@ class Worker:
             cancel_service,
         ]
 
-        self._running: dict[int, asyncio.Task[None]] = {}
+        #: the runs in flight, by (job id, run): a worker declared lost may claim again a job
+        #: whose rescued run it still carries, and then both runs are its own to wait for
+        self._running: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._stopping = False
         self._stop_now = False
         self._stopped = asyncio.Event()
@@ -139,7 +141,7 @@ class Worker:
         #: where this worker publishes the transitions it commits (the app's subscribers)
         self.events = app.events
         #: per running job: when its run started (monotonic) and how long it waited for it
-        self._timing: dict[int, tuple[float, float | None]] = {}
+        self._timing: dict[tuple[int, int], tuple[float, float | None]] = {}
         self._heartbeat: Heartbeat | None = None
         self._completer = Completer(
             HeldConnection(app.engine),
@@ -259,8 +261,8 @@ class Worker:
                     self.events.publish(
                         event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
                     )
-            self._timing[job.id] = (time.monotonic(), wait_s)
-            self._running[job.id] = loop.create_task(self._run_one(job))
+            self._timing[job.id, job.run] = (time.monotonic(), wait_s)
+            self._running[job.id, job.run] = loop.create_task(self._run_one(job))
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -269,14 +271,14 @@ class Worker:
                 # stored while the run still holds its slot, so a stop or a burst waits for it
                 await store_result(self.app.engine, job, completion.result, self.lost_after_s)
         finally:
-            self._running.pop(job.id, None)
+            self._running.pop((job.id, job.run), None)
             self.runs += 1
             self.fetcher.nudge()
         assert self._completer is not None
         if not completion.committed:
             self._completer.add(completion)
             return
-        started, wait_s = self._timing.pop(job.id, (None, None))
+        started, wait_s = self._timing.pop((job.id, job.run), (None, None))
         if self.events.active:
             duration_s = time.monotonic() - started if started is not None else None
             committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
@@ -295,10 +297,10 @@ class Worker:
         # slots held by unwritten outcomes may be free again, and places in limits
         self.fetcher.written(job.task for job in jobs)
         if len(jobs) < len(batch):
-            applied = {job.id for job in jobs}
+            applied = {(job.id, job.run) for job in jobs}
             for ended in batch:
-                if ended.job_id not in applied:
-                    self._timing.pop(ended.job_id, None)
+                if (ended.job_id, ended.run) not in applied:
+                    self._timing.pop((ended.job_id, ended.run), None)
                     logger.warning(
                         "job_id=%d run=%d outcome dropped: this run no longer owns the job "
                         "(it was rescued after this worker was declared lost)",
@@ -308,13 +310,13 @@ class Worker:
         publish = self.events.active
         # below INFO with no other subscriber, only runs that ended with an error are logged
         failures = publish or self.events.failures_active
-        decided = {ended.job_id: ended.transition for ended in batch} if failures else {}
+        decided = {(ended.job_id, ended.run): ended.transition for ended in batch} if failures else {}
         now = time.monotonic()
         soon: datetime | None = None
         for job in jobs:
-            started, wait_s = self._timing.pop(job.id, (None, None))
-            if failures and (publish or decided[job.id].error_type is not None):
-                completion = decided[job.id]
+            started, wait_s = self._timing.pop((job.id, job.run), (None, None))
+            if failures and (publish or decided[job.id, job.run].error_type is not None):
+                completion = decided[job.id, job.run]
                 verdict = completion.verdict
                 if job.state is JobState.CANCELLED and verdict is not Verdict.LOST:
                     verdict = Verdict.CANCELLED  # a cancel request or expiry applied at write time

@@ -72,7 +72,7 @@ class Fetcher:
         slots: int,
         poll_interval_s: float,
         timeout_s: float,
-        running: Collection[int],
+        running: Collection[tuple[int, int]],
         completer: Completer,
         start: Callable[[Sequence[Job]], None],
         healthy: Callable[[], bool],
@@ -192,7 +192,7 @@ class Fetcher:
         so without this they would stay running for good. They were claimed for slots that
         no later claim has taken: this runs before the next claim.
         """
-        known = [*self._running, *self._completer.unwritten()]
+        known = [*(job_id for job_id, _ in self._running), *self._completer.unwritten()]
         jobs = await Queries.find_claimed(await self.held.raw(), self.worker_id, known)
         self._unsure = False
         for job in jobs:
