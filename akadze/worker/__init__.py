@@ -9,6 +9,7 @@ their own loop beside it. This module builds them, starts them, and stops them i
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -225,6 +226,11 @@ class Worker:
             listener = Listener(self.app.engine, worker_id=self.id, queues=set(self.queues), wake=self.wake)
             background.append(loop.create_task(listener.run()))
         logger.info("worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots)
+        if not gc.get_freeze_count():
+            # once per process: what is alive now (imports, the app) leaves the collector's
+            # generations, so the full collections that spans provoke walk only what is new
+            gc.collect()
+            gc.freeze()
         try:
             await self.fetcher.run(burst=burst)
         finally:

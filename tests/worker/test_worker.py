@@ -33,6 +33,7 @@ from tests.support import (
     plain,
     seconds_until_run,
     subprocess_env,
+    words_with_app,
 )
 
 
@@ -619,3 +620,19 @@ async def test_a_stalled_outcome_write_stops_claims_after_twice_the_slots(
         worker.stop()
         await asyncio.wait_for(serving, 30)
     assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 100
+
+
+def test_a_worker_freezes_what_is_alive_at_its_start_once_per_process(database_url: str) -> None:
+    """gc.freeze() as the worker starts (docs/performance.md, "Observability"): the imports and
+    the app leave the collector's generations; a second worker of the process adds nothing."""
+    body = """
+        await t.enqueue()
+        before = gc.get_freeze_count()
+        await drain(app)
+        first = gc.get_freeze_count()
+        garbage = [[] for _ in range(1000)]
+        await drain(app)
+        print(before, first > 1000, gc.get_freeze_count() < first + 1000, len(garbage))
+    """
+    imports = "import gc\nfrom akadze.testing import drain"
+    assert words_with_app(database_url, body, imports) == ["0", "True", "True", "1000"]
