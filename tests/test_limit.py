@@ -5,6 +5,7 @@ when a job ends, is rescued or is put back. Multi-process and PgBouncer runs: te
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import uuid
 from datetime import timedelta
@@ -446,22 +447,28 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
     assert "akadze_jobs_running_idx" not in plan, plan
 
 
-async def test_a_direct_claim_connection_plans_the_limited_claim_once(app: Akadze, database_url: str) -> None:
-    """Planning claim_limited costs more than running it: on a direct connection (where it is
-    prepared) its session keeps the generic plan, with JIT off (generic_plans.sql)."""
+async def test_a_direct_claim_connection_plans_its_claim_once(app: Akadze, database_url: str) -> None:
+    """Planning a claim costs about as much as running it: on a direct connection (where it is
+    prepared) the session of each claim statement keeps the generic plan, with JIT off
+    (generic_plans.sql); a connection that never claimed is left alone."""
     import asyncpg
 
     params = limit_params({"t": Limit(concurrency=1)})
     assert params is not None
-    conn = await asyncpg.connect(plain(database_url))
-    try:
-        await Queries.claim(conn, ["default"], 1, str(uuid.uuid4()))
-        assert await conn.fetchval("SHOW plan_cache_mode") == "auto"  # the plain claim: untouched
-        await Queries.claim_limited(conn, ["default"], 1, str(uuid.uuid4()), params)
-        assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
-        assert await conn.fetchval("SHOW jit") == "off"
-    finally:
-        await conn.close()
+    claims = {
+        "claim": functools.partial(Queries.claim, queues=["default"]),
+        "claim_many": functools.partial(Queries.claim_many, queues=["default"]),
+        "claim_limited": functools.partial(Queries.claim_limited, queues=["default"], limits=params),
+    }
+    for name, claim in claims.items():
+        conn = await asyncpg.connect(plain(database_url))
+        try:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "auto", name
+            await claim(conn, limit=1, worker_id=str(uuid.uuid4()))
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan", name
+            assert await conn.fetchval("SHOW jit") == "off", name
+        finally:
+            await conn.close()
 
 
 async def test_the_pruner_deletes_idle_limit_groups_and_keeps_a_group_that_runs(

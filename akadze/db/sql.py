@@ -105,11 +105,17 @@ FRAGMENTS = {
     # run) and as the claim returns it
     "claim_set": _claim_set(),
     "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
-    # the end of claim.sql and claim_many.sql: start the jobs of their CTE ``picked``
+    # the end of claim.sql and claim_many.sql: start the jobs their CTE ``picked`` locked, found
+    # by the row versions it locked (``tid``, their ctid). Not a join on id: the generic plan a
+    # claim connection keeps (generic_plans.sql) cannot know the LIMIT, and would hash the whole
+    # table to join a tenth of it; a TID scan reads just the locked rows whatever the estimate.
+    # A row another transaction changed after this statement's snapshot was taken and before
+    # its lock is locked in its newest version, which that snapshot does not see: the TID scan
+    # passes it over, and it stays queued for the next claim (a join on id would claim it)
     "claim_picked": (
         "UPDATE akadze_jobs AS j\nSET\n    "
         + _claim_set()
-        + "\nFROM picked\nWHERE j.id = picked.id\nRETURNING\n    "
+        + "\nWHERE j.ctid = ANY(ARRAY(SELECT picked.tid FROM picked))\nRETURNING\n    "
         + _job_row(result=False, table="j")
     ),
     # what every enqueue writes from its parameters, in this order (the columns, then the values)

@@ -121,6 +121,45 @@ async def test_each_claim_reads_its_own_index_even_before_any_statistics(databas
         await conn.close()
 
 
+async def _kept_plan(conn: asyncpg.Connection, name: str) -> str:
+    """The plan the claim connection keeps for its prepared claim statement ``name``."""
+    prepared = await conn.fetchval(
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE $1", f"__akadze_{name}_%"
+    )
+    assert prepared is not None, await conn.fetch("SELECT name FROM pg_prepared_statements")
+    rows = await conn.fetch(f"EXPLAIN EXECUTE {prepared}('{{default}}', 10, '{uuid.uuid4()}')")
+    return "\n".join(row[0] for row in rows)
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+async def test_a_claim_connection_makes_its_plan_again_as_the_table_grows(
+    database_url: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim connection keeps one generic plan (generic_plans.sql): made on a table of a few
+    rows it reads the table sequentially, which must not last once the table has grown, even
+    without an ANALYZE: every REPLAN_S the plans are discarded and made again."""
+    from akadze.db.queries import runs
+
+    conn = await asyncpg.connect(plain(database_url))
+    claim = getattr(Queries, name)
+    try:
+        await conn.execute("INSERT INTO akadze_jobs (task, queue) SELECT 'bulk', 'default' FROM generate_series(1, 3)")
+        await claim(conn, ["default"], 1, str(uuid.uuid4()))
+        assert "Seq Scan on akadze_jobs" in await _kept_plan(conn, name)  # three rows: as it should be
+        await conn.execute("SET synchronous_commit = off")
+        await conn.execute(_LOAD.replace(str(FINISHED), "200000"))
+        await claim(conn, ["default"], 1, str(uuid.uuid4()))
+        assert "Seq Scan on akadze_jobs" in await _kept_plan(conn, name)  # kept: no ANALYZE came
+
+        monkeypatch.setattr(runs, "REPLAN_S", 0.0)
+        await claim(conn, ["default"], 1, str(uuid.uuid4()))
+        plan = await _kept_plan(conn, name)
+        assert "Seq Scan on akadze_jobs" not in plan, plan
+        assert "Tid Scan on akadze_jobs" in plan, plan
+    finally:
+        await conn.close()
+
+
 DELAYED = 100_000
 
 _DELAYED = f"""

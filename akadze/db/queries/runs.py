@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -11,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.db.prepared import prepared
 from akadze.db.queries.connection import Connection, execute, fetch
-from akadze.db.sql import statement
+from akadze.db.sql import Statement, statement
 from akadze.flow import LimitParams
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
@@ -22,23 +23,26 @@ MAX_ERRORS = 20
 #: an error entry's message is cut to this many characters
 MAX_ERROR_MESSAGE = 2000
 
-#: raw connections whose session generic_plans.sql has set (or that are behind a pooler)
-_generic: weakref.WeakSet[Any] = weakref.WeakSet()
+#: a claim connection makes its generic plans again this often (DISCARD PLANS): a plan made
+#: while the table was small (a sequential scan of a few pages) must not outlive the table's
+#: growth by more than this, whether or not an ANALYZE comes to invalidate it
+REPLAN_S = 60.0
+#: raw connections that claimed: when generic_plans.sql set their session, or their plans
+#: were last discarded (monotonic); None behind a pooler, where nothing is set
+_planned: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictionary()
 
 
 class RunQueries:
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
-        rows = await fetch(conn, statement("claim"), params)
-        return [row_to_job(row, json_text=True) for row in rows]
+        return await _claim(conn, statement("claim"), params)
 
     @staticmethod
     async def claim_many(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         """claim, for a worker of many queues: one scan over all of them (claim_many.sql says why)."""
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
-        rows = await fetch(conn, statement("claim_many"), params)
-        return [row_to_job(row, json_text=True) for row in rows]
+        return await _claim(conn, statement("claim_many"), params)
 
     @staticmethod
     async def claim_limited(
@@ -55,18 +59,15 @@ class RunQueries:
             "l_rate": limits.rate,
             "l_per": limits.per_s,
         }
-        stmt = statement("claim_limited")
-        if not isinstance(conn, AsyncConnection) and conn not in _generic:
-            # prepared on a direct connection: planned once (generic_plans.sql says why)
-            if await prepared(conn, stmt) is not None:
-                await RunQueries.generic_plans(conn)
-            _generic.add(conn)
-        rows = await fetch(conn, stmt, params)
-        return [row_to_job(row, json_text=True) for row in rows]
+        return await _claim(conn, statement("claim_limited"), params)
 
     @staticmethod
     async def generic_plans(conn: Connection) -> None:
         await execute(conn, statement("generic_plans"), {})
+
+    @staticmethod
+    async def discard_plans(conn: Connection) -> None:
+        await execute(conn, statement("discard_plans"), {})
 
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
@@ -110,6 +111,26 @@ class RunQueries:
         """Running jobs of ``worker_id`` other than ``known``: claimed by a claim whose reply was lost."""
         rows = await fetch(conn, statement("find_claimed"), {"worker_id": worker_id, "known": list(known)})
         return [row_to_job(row, json_text=True) for row in rows]
+
+
+async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> list[Job]:
+    """Run the claim statement ``stmt``: on a direct connection prepared and planned once
+    per REPLAN_S (generic_plans.sql says why), behind a pooler as it comes."""
+    if not isinstance(conn, AsyncConnection):
+        now = time.monotonic()
+        try:
+            planned = _planned[conn]
+        except KeyError:
+            planned = None
+            if await prepared(conn, stmt) is not None:
+                await RunQueries.generic_plans(conn)
+                planned = now
+            _planned[conn] = planned
+        if planned is not None and now - planned > REPLAN_S:
+            await RunQueries.discard_plans(conn)
+            _planned[conn] = now
+    rows = await fetch(conn, stmt, params)
+    return [row_to_job(row, json_text=True) for row in rows]
 
 
 class _ErrorEntry(msgspec.Struct):

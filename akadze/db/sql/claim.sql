@@ -14,7 +14,7 @@
 -- A paused queue (akadze_queue_pauses) is skipped before its index is read: none of its rows
 -- is locked or claimed, and the check costs one primary-key probe per queue.
 WITH picked AS (
-    SELECT p.id
+    SELECT p.tid
     FROM unnest(CAST(:queues AS text[])) AS q(name)
     CROSS JOIN LATERAL (
         WITH RECURSIVE level AS (
@@ -39,10 +39,10 @@ WITH picked AS (
             FROM level
             WHERE level.priority IS NOT NULL
         )
-        SELECT r.id, r.priority, r.run_at
+        SELECT r.id, r.tid, r.priority, r.run_at
         FROM level
         CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.run_at
+            SELECT j.id, j.ctid AS tid, j.priority, j.run_at
             FROM akadze_jobs AS j
             WHERE j.state = 'queued'
                 AND j.queue = q.name

@@ -42,10 +42,10 @@ WITH RECURSIVE level AS (
     WHERE level.priority IS NOT NULL
 ),
 picked AS (
-    SELECT r.id
+    SELECT r.tid
     FROM level
     CROSS JOIN LATERAL (
-        SELECT j.id
+        SELECT j.ctid AS tid
         FROM akadze_jobs AS j
         WHERE j.state = 'queued'
             AND j.queue <> ''
