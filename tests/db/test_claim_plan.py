@@ -143,7 +143,9 @@ async def test_a_claim_connection_makes_its_plan_again_as_the_table_grows(
     conn = await asyncpg.connect(plain(database_url))
     claim = getattr(Queries, name)
     try:
-        await conn.execute("INSERT INTO akadze_jobs (task, queue) SELECT 'bulk', 'default' FROM generate_series(1, 3)")
+        await conn.execute(
+            "INSERT INTO akadze_jobs (task, queue) SELECT 'bulk', 'default' FROM generate_series(1, 3)"
+        )
         await claim(conn, ["default"], 1, str(uuid.uuid4()))
         assert "Seq Scan on akadze_jobs" in await _kept_plan(conn, name)  # three rows: as it should be
         await conn.execute("SET synchronous_commit = off")
