@@ -162,6 +162,8 @@ class Events:
         self._filtered: tuple[tuple[frozenset[Kind], Accept], ...] = ()
         #: the kinds some tally takes
         self._tallied_kinds: frozenset[Kind] = frozenset()
+        #: per kind, the tallies that take it (publish's first look-up)
+        self._tallies_of: dict[Kind, tuple[Subscriber, ...]] = dict.fromkeys(Kind, ())
         self._queue: collections.deque[Event] = collections.deque()
         self._ready = threading.Event()
         self._done = threading.Condition()
@@ -225,6 +227,9 @@ class Events:
         self._queued_kinds = frozenset().union(*(kinds for kinds, accept in others if accept is None))
         self._filtered = tuple((kinds, accept) for kinds, accept in others if accept is not None)
         self._tallied_kinds = frozenset().union(*(kinds for _, kinds, _ in self._tallies))
+        self._tallies_of = {
+            kind: tuple(tally for tally, kinds, _ in self._tallies if kind in kinds) for kind in Kind
+        }
 
     def wants(self, kind: Kind) -> bool:
         """Whether an event of ``kind`` published now would reach anyone (build it only then)."""
@@ -251,24 +256,20 @@ class Events:
         """Hand ``event`` to the tallies, then queue it for the events thread if a subscriber
         there takes it; drop it (counted) when the queue is full."""
         kind = event.kind
-        if kind in self._tallied_kinds:
-            for tally, kinds, _ in self._tallies:
-                if kind in kinds:
-                    try:
-                        tally(event)
-                    except Exception:
-                        self._log_failure(tally)
-        if (
-            kind not in self._queued_kinds
-            and not (
-                kind in _LOGGED
-                and transition_logger.isEnabledFor(
-                    logging.INFO if event.error_type is None else logging.WARNING
-                )
-            )
-            and not any(kind in kinds and accept(event) for kinds, accept in self._filtered)
+        for tally in self._tallies_of[kind]:
+            try:
+                tally(event)
+            except Exception:
+                self._log_failure(tally)
+        if kind not in self._queued_kinds and not (
+            kind in _LOGGED
+            and transition_logger.isEnabledFor(logging.INFO if event.error_type is None else logging.WARNING)
         ):
-            return  # nobody on the events thread takes it: not queued, the thread not woken
+            for kinds, accept in self._filtered:
+                if kind in kinds and accept(event):
+                    break
+            else:
+                return  # nobody on the events thread takes it: not queued, the thread not woken
         queue = self._queue
         if len(queue) >= self.max_queued:
             self.dropped += 1

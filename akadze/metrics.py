@@ -52,56 +52,66 @@ def _client() -> Any:
     return prometheus_client
 
 
+class _Series:
+    """One (task, queue)'s tally: runs per outcome, then per-bucket counts of the durations and
+    of the waits (the last bucket past every bound), each followed by the sum of the values."""
+
+    __slots__ = ("created", "durations", "runs", "waits")
+
+    def __init__(self) -> None:
+        self.runs: dict[str, int] = {}
+        self.created: dict[str, float] = {}
+        self.durations = [0.0] * (len(RUN_BUCKETS) + 2)
+        self.waits = [0.0] * (len(WAIT_BUCKETS) + 2)
+
+
 class RunMetrics:
     """``akadze_runs_total``, ``akadze_run_duration_seconds`` and ``akadze_job_wait_seconds``:
     a tally of an app's events (taken in the publishing thread, as the transition publishes)
     in plain counters, and a collector that reads them at scrape time.
 
-    An event costs a dictionary lookup, a ``bisect`` and a few additions under one lock held
+    An event costs one dictionary lookup, a ``bisect`` and a few additions under one lock held
     only that long (prometheus_client's histogram took two locks and a loop over the bounds
     per value, and the events thread a hand-off per event: docs/performance.md).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: (task, queue, outcome) -> runs
-        self.runs: dict[tuple[str, str, str], int] = {}
-        #: (task, queue) -> per-bucket counts (the last one past every bound), then the sum
-        self.durations: dict[tuple[str, str], list[float]] = {}
-        self.waits: dict[tuple[str, str], list[float]] = {}
-        self._created: dict[tuple[str, str, str], float] = {}
+        #: (task, queue) -> its tally
+        self._series: dict[tuple[str, str], _Series] = {}
 
     def __call__(self, event: Event) -> None:
         if event.kind is Kind.CLAIMED:
-            if event.wait_s is not None:
-                self._observe(self.waits, WAIT_BUCKETS, (event.task, event.queue), max(event.wait_s, 0.0))
+            wait = event.wait_s
+            if wait is None:
+                return
+            with self._lock:
+                series = self._series.get((event.task, event.queue)) or self._new(event)
+                waits = series.waits
+                waits[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
+                waits[-1] += wait if wait > 0.0 else 0.0
             return
         outcome = event.outcome
         if outcome is None:
             return  # a cancel before any run, a requeue, a schedule fire: not a run
-        key = (event.task, event.queue, outcome.value)
+        duration = event.duration_s
         with self._lock:
-            runs = self.runs.get(key)
-            if runs is None:
-                self._created[key] = time.time()
-                runs = 0
-            self.runs[key] = runs + 1
-        if event.duration_s is not None:
-            self._observe(self.durations, RUN_BUCKETS, (event.task, event.queue), event.duration_s)
+            series = self._series.get((event.task, event.queue)) or self._new(event)
+            runs = series.runs
+            name = outcome._value_
+            if name in runs:
+                runs[name] += 1
+            else:
+                runs[name] = 1
+                series.created[name] = time.time()
+            if duration is not None:
+                durations = series.durations
+                durations[bisect.bisect_left(RUN_BUCKETS, duration)] += 1
+                durations[-1] += duration
 
-    def _observe(
-        self,
-        into: dict[tuple[str, str], list[float]],
-        bounds: tuple[float, ...],
-        key: tuple[str, str],
-        value: float,
-    ) -> None:
-        with self._lock:
-            counts = into.get(key)
-            if counts is None:
-                counts = into[key] = [0.0] * (len(bounds) + 2)
-            counts[bisect.bisect_left(bounds, value)] += 1
-            counts[-1] += value
+    def _new(self, event: Event) -> _Series:
+        series = self._series[event.task, event.queue] = _Series()
+        return series
 
     def describe(self) -> Iterator[Any]:
         return iter(())  # registered without a first read
@@ -109,11 +119,19 @@ class RunMetrics:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
+        runs: dict[tuple[str, str, str], int] = {}
+        created: dict[tuple[str, str, str], float] = {}
+        durations: dict[tuple[str, str], list[float]] = {}
+        waits: dict[tuple[str, str], list[float]] = {}
         with self._lock:
-            runs = dict(self.runs)
-            created = dict(self._created)
-            durations = {key: list(counts) for key, counts in self.durations.items()}
-            waits = {key: list(counts) for key, counts in self.waits.items()}
+            for pair, series in self._series.items():
+                for outcome, count in series.runs.items():
+                    runs[(*pair, outcome)] = count
+                    created[(*pair, outcome)] = series.created[outcome]
+                if any(series.durations):
+                    durations[pair] = list(series.durations)
+                if any(series.waits):
+                    waits[pair] = list(series.waits)
         family = CounterMetricFamily(
             "akadze_runs",
             "Runs ended, by how they ended for the job (succeeded, failed, cancelled, retried, "
