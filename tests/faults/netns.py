@@ -162,11 +162,14 @@ class Hosts:
 
 
 async def _started_on(dsn: str, pid: int) -> list[int]:
-    """The jobs running under the worker of ``pid`` whose task has started (in the ledger)."""
+    """The work jobs (2 s each) running under the worker of ``pid`` whose task has started (in
+    the ledger). Not the schedule's ticks: one of those, a few milliseconds long, could end
+    between this query and the kill, and would never be run again by another host."""
     rows = await fetch(
         dsn,
         "SELECT j.id FROM akadze_jobs j JOIN akadze_workers w ON w.id = j.worker_id "
-        "WHERE j.state = 'running' AND w.pid = $1 AND EXISTS (SELECT 1 FROM chk_exec e "
+        "WHERE j.state = 'running' AND j.task = 'fault.work' AND w.pid = $1 "
+        "AND EXISTS (SELECT 1 FROM chk_exec e "
         "  WHERE e.job_id = j.id AND e.run = j.run AND e.phase = 'start' AND e.pid = $1) ORDER BY j.id",
         pid,
     )
