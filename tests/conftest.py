@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import shutil
 import tempfile
@@ -141,3 +142,21 @@ async def wait_until(
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """A test that runs ``akadze worker`` in process calls akadze.logs.configure(): the root
+    logger at INFO, with a handler on the stderr of that moment (a CLI runner's, closed when
+    the command returns). Left there, every later log line of the session fails on the closed
+    stream ("--- Logging error ---" in CI's output). Undone after each test."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    tracebacks = logging.getLogger("akadze.worker.traceback")
+    tracebacks_level = tracebacks.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and type(handler) is logging.StreamHandler:
+            root.removeHandler(handler)
+    root.setLevel(level)
+    tracebacks.setLevel(tracebacks_level)
