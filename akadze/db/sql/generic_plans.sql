@@ -4,9 +4,10 @@
 -- it: claim_limited 1.5 ms against 1-2 ms; claim.sql, whose priority walk is a recursive CTE,
 -- 0.26-0.44 ms against 0.46-0.72 ms for 50 jobs (pg_stat_statements, docs/performance.md).
 -- Their generic plans are as good: the index order and the LIMIT pick the index scans, the
--- limits and queues arrive as arrays either way, and the claimed ids are updated through the
--- primary key (claim_picked in sql.py). JIT off: the generic plan's cost estimate, built for any LIMIT, would
--- otherwise cross jit_above_cost and compile for seconds. Session settings of akadze's own claim
+-- limits and queues arrive as arrays either way, and the claimed rows are updated by a TID
+-- scan of the versions the claim locked (claim_picked in sql.py). runs.REPLAN_S makes them
+-- again every minute (discard_plans.sql). JIT off: the generic plan's cost estimate, built for
+-- any LIMIT, would otherwise cross jit_above_cost and compile for seconds. Session settings of akadze's own claim
 -- connection only, never sent through a pooler (prepared.py tells); correctness does not
 -- depend on them.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)
