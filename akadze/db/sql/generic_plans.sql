@@ -7,7 +7,7 @@
 -- limits and queues arrive as arrays either way, and the claimed rows are updated by a TID
 -- scan of the versions the claim locked (claim_picked in sql.py). runs.REPLAN_S makes them
 -- again every minute (discard_plans.sql). JIT off: the generic plan's cost estimate, built for
--- any LIMIT, would otherwise cross jit_above_cost and compile for seconds. Session settings of akadze's own claim
--- connection only, never sent through a pooler (prepared.py tells); correctness does not
--- depend on them.
+-- any LIMIT, would otherwise cross jit_above_cost and compile for seconds. Session settings of
+-- akadze's own claim connection only, never sent through a pooler (prepared.py tells);
+-- correctness does not depend on them.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', false), set_config('jit', 'off', false)
