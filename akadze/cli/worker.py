@@ -5,13 +5,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from akadze.app import Akadze
 from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
 from akadze.logs import LogFormat
+
+
+def quiet_lost_cancel_requests(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The worker's event loop exception handler: as asyncio's, but for one known asyncpg
+    leftover. A query cancelled as the worker stops (a background service's) makes asyncpg open
+    a connection to send PostgreSQL its cancel request; when that connection is lost during its
+    SSL negotiation, asyncpg leaves the future of the negotiation with an exception nobody reads
+    (MagicStack/asyncpg#1211, #1310), which asyncio logged at ERROR as "Future exception was
+    never retrieved" after the worker had stopped. Nothing is lost: logged at DEBUG instead."""
+    exc = context.get("exception")
+    if (
+        context.get("message") == "Future exception was never retrieved"
+        and type(exc) is ConnectionError
+        and str(exc) == "unexpected connection_lost() call"
+    ):
+        logging.getLogger("akadze.worker").debug("a cancel request's connection was lost: %s", exc)
+        return
+    loop.default_exception_handler(context)
 
 
 @handled
@@ -78,6 +96,7 @@ def worker(
         _warn_unused(application, queues)
 
     async def serve() -> int:
+        asyncio.get_running_loop().set_exception_handler(quiet_lost_cancel_requests)
         try:
             w = Worker(
                 application,
