@@ -88,6 +88,9 @@ class WorkerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
+        # a worker that does not stop is sent SIGABRT before SIGKILL (stop()): its threads'
+        # stacks then land in its log
+        env["PYTHONFAULTHANDLER"] = "1"
         env["AKADZE_FAULTS_URL"] = self.spec.database_url
         env["AKADZE_FAULTS_LEDGER"] = self.spec.ledger_dsn
         env["AKADZE_FAULTS_WORKER"] = f"{self.name}#{self.incarnation}"
@@ -142,7 +145,14 @@ class WorkerProcess:
             while self.proc.poll() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             if self.proc.poll() is None:
-                self.send(signal.SIGKILL)
+                # where it hangs: faulthandler (PYTHONFAULTHANDLER) writes every thread's stack
+                # to the worker's log on SIGABRT
+                self.send(signal.SIGABRT)
+                deadline = time.monotonic() + 2.0
+                while self.proc.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                if self.proc.poll() is None:
+                    self.send(signal.SIGKILL)
                 while self.proc.poll() is None:
                     await asyncio.sleep(0.05)
                 self.reap()
