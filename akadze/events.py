@@ -160,8 +160,6 @@ class Events:
         self._queued_kinds: frozenset[Kind] = frozenset()
         #: the kinds and filters of the others
         self._filtered: tuple[tuple[frozenset[Kind], Accept], ...] = ()
-        #: the kinds some tally takes
-        self._tallied_kinds: frozenset[Kind] = frozenset()
         #: per kind, the tallies that take it (publish's first look-up)
         self._tallies_of: dict[Kind, tuple[Subscriber, ...]] = dict.fromkeys(Kind, ())
         self._queue: collections.deque[Event] = collections.deque()
@@ -226,14 +224,13 @@ class Events:
         others = [(kinds, accept) for s, kinds, accept in self._threaded if s is not log_transition]
         self._queued_kinds = frozenset().union(*(kinds for kinds, accept in others if accept is None))
         self._filtered = tuple((kinds, accept) for kinds, accept in others if accept is not None)
-        self._tallied_kinds = frozenset().union(*(kinds for _, kinds, _ in self._tallies))
         self._tallies_of = {
             kind: tuple(tally for tally, kinds, _ in self._tallies if kind in kinds) for kind in Kind
         }
 
     def wants(self, kind: Kind) -> bool:
         """Whether an event of ``kind`` published now would reach anyone (build it only then)."""
-        if kind in self._queued_kinds or kind in self._tallied_kinds:
+        if kind in self._queued_kinds or self._tallies_of[kind]:
             return True
         if any(kind in kinds for kinds, _ in self._filtered):
             return True
@@ -242,7 +239,7 @@ class Events:
     @property
     def active(self) -> bool:
         """Whether some event published now would reach anyone (build events only then)."""
-        if self._queued_kinds or self._tallied_kinds or self._filtered:
+        if self._queued_kinds or self._tallies or self._filtered:
             return True
         return transition_logger.isEnabledFor(logging.INFO)
 

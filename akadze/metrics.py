@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from akadze.db.queries import NewJobs
     from akadze.db.stats import QueueStats
     from akadze.job import Job
+    from akadze.outcomes import Verdict
     from akadze.worker import Worker
 
 logger = logging.getLogger("akadze.metrics")
@@ -59,8 +60,8 @@ class _Series:
     __slots__ = ("created", "durations", "runs", "waits")
 
     def __init__(self) -> None:
-        self.runs: dict[str, int] = {}
-        self.created: dict[str, float] = {}
+        self.runs: dict[Verdict, int] = {}
+        self.created: dict[Verdict, float] = {}
         self.durations = [0.0] * (len(RUN_BUCKETS) + 2)
         self.waits = [0.0] * (len(WAIT_BUCKETS) + 2)
 
@@ -98,12 +99,11 @@ class RunMetrics:
         with self._lock:
             series = self._series.get((event.task, event.queue)) or self._new(event)
             runs = series.runs
-            name = outcome._value_
-            if name in runs:
-                runs[name] += 1
+            if outcome in runs:
+                runs[outcome] += 1
             else:
-                runs[name] = 1
-                series.created[name] = time.time()
+                runs[outcome] = 1
+                series.created[outcome] = time.time()
             if duration is not None:
                 durations = series.durations
                 durations[bisect.bisect_left(RUN_BUCKETS, duration)] += 1
@@ -126,8 +126,8 @@ class RunMetrics:
         with self._lock:
             for pair, series in self._series.items():
                 for outcome, count in series.runs.items():
-                    runs[(*pair, outcome)] = count
-                    created[(*pair, outcome)] = series.created[outcome]
+                    runs[(*pair, outcome.value)] = count
+                    created[(*pair, outcome.value)] = series.created[outcome]
                 if any(series.durations):
                     durations[pair] = list(series.durations)
                 if any(series.waits):
