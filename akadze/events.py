@@ -20,7 +20,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
 import msgspec
@@ -95,9 +95,12 @@ class Event(msgspec.Struct, frozen=True, gc=False):
 
 #: a subscriber: a plain function of one event, run on the events thread
 Subscriber: TypeAlias = Callable[[Event], None]
+#: a tally: a plain function of the events of one publication, run in the publishing thread
+Tally: TypeAlias = Callable[[Sequence[Event]], None]
 #: a subscriber's filter, run in the publishing thread: whether it takes the event
 Accept: TypeAlias = Callable[[Event], bool]
 _Entry: TypeAlias = tuple[Subscriber, frozenset[Kind], Accept | None]
+_TallyEntry: TypeAlias = tuple[Tally, frozenset[Kind], None]
 #: the kinds the transition log line may log
 _LOGGED = frozenset(Kind(kind) for kind in LOGGED)
 
@@ -154,14 +157,14 @@ class Events:
         self.dropped = 0
         #: (subscriber, the kinds it takes, its filter): the events thread's, and the tallies
         self._threaded: tuple[_Entry, ...] = ((log_transition, _LOGGED, None),)
-        self._tallies: tuple[_Entry, ...] = ()
+        self._tallies: tuple[_TallyEntry, ...] = ()
         self._subscribers: tuple[Subscriber, ...] = (log_transition,)
         #: the kinds some subscriber without a filter takes (on the thread; not the log line)
         self._queued_kinds: frozenset[Kind] = frozenset()
         #: the kinds and filters of the others
         self._filtered: tuple[tuple[frozenset[Kind], Accept], ...] = ()
         #: per kind, the tallies that take it (publish's first look-up)
-        self._tallies_of: dict[Kind, tuple[Subscriber, ...]] = dict.fromkeys(Kind, ())
+        self._tallies_of: dict[Kind, tuple[Tally, ...]] = dict.fromkeys(Kind, ())
         self._queue: collections.deque[Event] = collections.deque()
         self._ready = threading.Event()
         self._done = threading.Condition()
@@ -191,8 +194,10 @@ class Events:
         """
         return self._add("_threaded", callback, kinds, accept)
 
-    def tally(self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None) -> Callable[[], None]:
-        """Call ``callback(event)`` in the publishing thread, as the event is published.
+    def tally(self, callback: Tally, *, kinds: Iterable[Kind] | None = None) -> Callable[[], None]:
+        """Call ``callback(events)`` in the publishing thread, as events are published: with a
+        sequence of the events of one publication (one event, or the events of a claim or of
+        an outcome batch, all of one kind), only of ``kinds`` when given.
 
         For akadze's own in-memory aggregations (akadze.metrics): ``callback`` must only
         update memory, never block and never wait for a lock another thread may hold long
@@ -203,7 +208,7 @@ class Events:
         return self._add("_tallies", callback, kinds, None)
 
     def _add(
-        self, where: str, callback: Subscriber, kinds: Iterable[Kind] | None, accept: Accept | None
+        self, where: str, callback: Subscriber | Tally, kinds: Iterable[Kind] | None, accept: Accept | None
     ) -> Callable[[], None]:
         if not callable(callback) or inspect.iscoroutinefunction(callback):
             raise ConfigError(
@@ -252,12 +257,38 @@ class Events:
     def publish(self, event: Event) -> None:
         """Hand ``event`` to the tallies, then queue it for the events thread if a subscriber
         there takes it; drop it (counted) when the queue is full."""
-        kind = event.kind
-        for tally in self._tallies_of[kind]:
+        for tally in self._tallies_of[event.kind]:
             try:
-                tally(event)
+                tally((event,))
             except Exception:
                 self._log_failure(tally)
+        self._queue_one(event)
+
+    def publish_all(self, kind: Kind, events: Sequence[Event]) -> None:
+        """:meth:`publish` for the events of one claim or one outcome batch, all of ``kind``:
+        each tally takes them in one call, and the events thread's share is decided per event."""
+        if not events:
+            return
+        for tally in self._tallies_of[kind]:
+            try:
+                tally(events)
+            except Exception:
+                self._log_failure(tally)
+        logged = kind in _LOGGED
+        if (
+            kind in self._queued_kinds
+            or any(kind in kinds for kinds, _ in self._filtered)
+            or (logged and transition_logger.isEnabledFor(logging.INFO))
+        ):
+            for event in events:
+                self._queue_one(event)
+        elif logged and transition_logger.isEnabledFor(logging.WARNING):
+            for event in events:  # the log line takes the ends with an error only
+                if event.error_type is not None:
+                    self._queue_one(event)
+
+    def _queue_one(self, event: Event) -> None:
+        kind = event.kind
         if kind not in self._queued_kinds and not (
             kind in _LOGGED
             and transition_logger.isEnabledFor(logging.INFO if event.error_type is None else logging.WARNING)
@@ -325,7 +356,7 @@ class Events:
             if self._closing:
                 return
 
-    def _log_failure(self, subscriber: Subscriber) -> None:
+    def _log_failure(self, subscriber: Subscriber | Tally) -> None:
         now = time.monotonic()
         logged_at, since = self._failures.get(id(subscriber), (float("-inf"), 0))
         if now - logged_at < LOG_EVERY_S:

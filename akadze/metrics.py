@@ -71,9 +71,11 @@ class RunMetrics:
     a tally of an app's events (taken in the publishing thread, as the transition publishes)
     in plain counters, and a collector that reads them at scrape time.
 
-    An event costs one dictionary lookup, a ``bisect`` and a few additions under one lock held
-    only that long (prometheus_client's histogram took two locks and a loop over the bounds
-    per value, and the events thread a hand-off per event: docs/performance.md).
+    The events of one publication (a claim's, an outcome batch's) are counted under one hold
+    of one lock; each costs a ``bisect`` and a few additions, and a dictionary lookup when its
+    (task, queue) differs from the one before (prometheus_client's histogram took two locks
+    and a loop over the bounds per value, and the events thread a hand-off per event:
+    docs/performance.md).
     """
 
     def __init__(self) -> None:
@@ -81,33 +83,38 @@ class RunMetrics:
         #: (task, queue) -> its tally
         self._series: dict[tuple[str, str], _Series] = {}
 
-    def __call__(self, event: Event) -> None:
-        if event.kind is Kind.CLAIMED:
-            wait = event.wait_s
-            if wait is None:
-                return
-            with self._lock:
-                series = self._series.get((event.task, event.queue)) or self._new(event)
-                waits = series.waits
-                waits[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
-                waits[-1] += wait if wait > 0.0 else 0.0
-            return
-        outcome = event.outcome
-        if outcome is None:
-            return  # a cancel before any run, a requeue, a schedule fire: not a run
-        duration = event.duration_s
+    def __call__(self, events: Sequence[Event]) -> None:
+        """Count ``events`` (one publication: a claim's or an outcome batch's, mostly of one
+        task and queue) under one hold of the lock."""
+        series = None
+        pair = None
         with self._lock:
-            series = self._series.get((event.task, event.queue)) or self._new(event)
-            runs = series.runs
-            if outcome in runs:
-                runs[outcome] += 1
-            else:
-                runs[outcome] = 1
-                series.created[outcome] = time.time()
-            if duration is not None:
-                durations = series.durations
-                durations[bisect.bisect_left(RUN_BUCKETS, duration)] += 1
-                durations[-1] += duration
+            for event in events:
+                if pair != (event.task, event.queue):
+                    pair = (event.task, event.queue)
+                    series = self._series.get(pair) or self._new(event)
+                assert series is not None
+                if event.kind is Kind.CLAIMED:
+                    wait = event.wait_s
+                    if wait is not None:
+                        waits = series.waits
+                        waits[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
+                        waits[-1] += wait if wait > 0.0 else 0.0
+                    continue
+                outcome = event.outcome
+                if outcome is None:
+                    continue  # a cancel before any run, a requeue, a schedule fire: not a run
+                runs = series.runs
+                if outcome in runs:
+                    runs[outcome] += 1
+                else:
+                    runs[outcome] = 1
+                    series.created[outcome] = time.time()
+                duration = event.duration_s
+                if duration is not None:
+                    durations = series.durations
+                    durations[bisect.bisect_left(RUN_BUCKETS, duration)] += 1
+                    durations[-1] += duration
 
     def _new(self, event: Event) -> _Series:
         series = self._series[event.task, event.queue] = _Series()

@@ -117,7 +117,9 @@ class Runner:
         jobs = self.cfg.jobs
         db = self.db(peer)
         await self._fresh(peer, log)
-        await self._call(peer, log, "enqueue_batch", 60 + jobs / 200, jobs=jobs, batch=self.cfg.batch)
+        await self._call(
+            peer, log, "enqueue_batch", 60 + jobs / 200, jobs=jobs, batch=self.cfg.batch, preload=True
+        )
         await self.admin.analyze(db)
         await self.admin.wait_idle(db)
         before = await self.admin.snapshot(db)

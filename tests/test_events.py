@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -398,9 +398,12 @@ async def test_a_tally_takes_events_in_the_publishing_thread_and_a_raising_one_b
 ) -> None:
     caplog.set_level(logging.WARNING, logger="akadze.worker")  # the log line takes no success
     seen: list[tuple[int, Kind]] = []
-    app.events.tally(lambda event: seen.append((threading.get_ident(), event.kind)), kinds=[Kind.ENDED])
+    app.events.tally(
+        lambda events: seen.extend((threading.get_ident(), event.kind) for event in events),
+        kinds=[Kind.ENDED],
+    )
 
-    def broken(event: Event) -> None:
+    def broken(events: Sequence[Event]) -> None:
         raise RuntimeError("tally bug")
 
     app.events.tally(broken)

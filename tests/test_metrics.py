@@ -247,11 +247,14 @@ def test_the_run_metrics_expose_what_prometheus_clients_own_metrics_would() -> N
         "akadze_job_wait_seconds", "x", ["task", "queue"], buckets=metrics.WAIT_BUCKETS, registry=theirs
     )
     values = [0.0, 0.001, 0.0011, 0.005, 0.3, 1, 2.5, 599.9, 600, 601, 3600, 5000]
+    claims, ends = [], []
     for n, seconds in enumerate(values):
         task, outcome = ("a", Verdict.SUCCEEDED) if n % 3 else ("b", Verdict.RETRIED)
-        tally(Event(Kind.CLAIMED, n, task, "q", JobState.QUEUED, JobState.RUNNING, 1, 1, wait_s=seconds))
+        claims.append(
+            Event(Kind.CLAIMED, n, task, "q", JobState.QUEUED, JobState.RUNNING, 1, 1, wait_s=seconds)
+        )
         ended = JobState.SUCCEEDED
-        tally(
+        ends.append(
             Event(
                 Kind.ENDED, n, task, "q", JobState.RUNNING, ended, 1, 1, outcome=outcome, duration_s=seconds
             )
@@ -259,9 +262,15 @@ def test_the_run_metrics_expose_what_prometheus_clients_own_metrics_would() -> N
         runs.labels(task, "q", outcome.value).inc()
         duration.labels(task, "q").observe(seconds)
         wait.labels(task, "q").observe(seconds)
+    # one publication holds the events of a claim or an outcome batch, of several tasks at once
+    tally(claims[:5])
+    tally(ends[:5])
+    for claim, end in zip(claims[5:], ends[5:], strict=True):
+        tally([claim])
+        tally([end])
     # not runs: a claim without a wait, a cancel before any run
-    tally(Event(Kind.CLAIMED, 99, "a", "q", JobState.QUEUED, JobState.RUNNING, 1, 1))
-    tally(Event(Kind.CANCELLED, 98, "a", "q", JobState.QUEUED, JobState.CANCELLED, 0, 0))
+    tally([Event(Kind.CLAIMED, 99, "a", "q", JobState.QUEUED, JobState.RUNNING, 1, 1)])
+    tally([Event(Kind.CANCELLED, 98, "a", "q", JobState.QUEUED, JobState.CANCELLED, 0, 0)])
 
     def without_created(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         found = samples(generate_latest(registry).decode())

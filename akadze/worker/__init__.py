@@ -26,7 +26,7 @@ from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
-from akadze.events import Kind, event_of
+from akadze.events import Event, Kind, event_of
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, Verdict
 from akadze.worker import signals
@@ -251,7 +251,7 @@ class Worker:
     def _start_all(self, jobs: Sequence[Job]) -> None:
         """Start the runs of jobs a claim committed; publish one event per job."""
         publish = self.events.active
-        claims = publish and self.events.wants(Kind.CLAIMED)
+        claims: list[Event] | None = [] if publish and self.events.wants(Kind.CLAIMED) else None
         loop = asyncio.get_running_loop()
         for job in jobs:
             if job.state is not JobState.RUNNING:
@@ -263,12 +263,14 @@ class Worker:
             if publish:
                 if job.started_at is not None:
                     wait_s = (job.started_at - job.run_at).total_seconds()
-                if claims:  # only the wait histogram takes them
-                    self.events.publish(
+                if claims is not None:  # only the wait histogram takes them
+                    claims.append(
                         event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
                     )
             self._timing[job.id, job.run] = (time.monotonic(), wait_s)
             self._running[job.id, job.run] = loop.create_task(self._run_one(job))
+        if claims:
+            self.events.publish_all(Kind.CLAIMED, claims)
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -319,6 +321,7 @@ class Worker:
         decided = {(ended.job_id, ended.run): ended.transition for ended in batch} if failures else {}
         now = time.monotonic()
         soon: datetime | None = None
+        ended_events: list[Event] = []
         for job in jobs:
             started, wait_s = self._timing.pop((job.id, job.run), (None, None))
             if failures and (publish or decided[job.id, job.run].error_type is not None):
@@ -337,12 +340,13 @@ class Worker:
                     error_type=completion.error_type,
                     error_message=completion.error_message,
                 )
-                self.events.publish(event)
+                ended_events.append(event)
             if job.state is JobState.QUEUED:
                 soon = soon or datetime.now(UTC) + _SOON
                 if job.run_at <= soon:
                     # a retry or snooze due about now: no NOTIFY announces it
                     self.wake()
+        self.events.publish_all(Kind.ENDED, ended_events)
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
