@@ -72,10 +72,8 @@ class RunMetrics:
     in plain counters, and a collector that reads them at scrape time.
 
     The events of one publication (a claim's, an outcome batch's) are counted under one hold
-    of one lock; each costs a ``bisect`` and a few additions, and a dictionary lookup when its
-    (task, queue) differs from the one before (prometheus_client's histogram took two locks
-    and a loop over the bounds per value, and the events thread a hand-off per event:
-    docs/performance.md).
+    of one lock, a ``bisect`` and a few additions each (prometheus_client's histogram took two
+    locks and a loop over the bounds per value: docs/performance.md).
     """
 
     def __init__(self) -> None:
@@ -84,16 +82,12 @@ class RunMetrics:
         self._series: dict[tuple[str, str], _Series] = {}
 
     def __call__(self, events: Sequence[Event]) -> None:
-        """Count ``events`` (one publication: a claim's or an outcome batch's, mostly of one
-        task and queue) under one hold of the lock."""
-        series = None
         pair = None
         with self._lock:
             for event in events:
                 if pair != (event.task, event.queue):
                     pair = (event.task, event.queue)
                     series = self._series.get(pair) or self._new(event)
-                assert series is not None
                 if event.kind is Kind.CLAIMED:
                     wait = event.wait_s
                     if wait is not None:
@@ -105,11 +99,9 @@ class RunMetrics:
                 if outcome is None:
                     continue  # a cancel before any run, a requeue, a schedule fire: not a run
                 runs = series.runs
-                if outcome in runs:
-                    runs[outcome] += 1
-                else:
-                    runs[outcome] = 1
+                if outcome not in runs:
                     series.created[outcome] = time.time()
+                runs[outcome] = runs.get(outcome, 0) + 1
                 duration = event.duration_s
                 if duration is not None:
                     durations = series.durations

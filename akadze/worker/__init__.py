@@ -31,7 +31,7 @@ from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, Verdict
 from akadze.worker import signals
 from akadze.worker.cancels import cancel_service
-from akadze.worker.completer import Completer, store_result
+from akadze.worker.completer import Completer, end_event, store_result
 from akadze.worker.connection import HeldConnection, check_pool
 from akadze.worker.executor import execute
 from akadze.worker.fetcher import Fetcher
@@ -269,8 +269,7 @@ class Worker:
                     )
             self._timing[job.id, job.run] = (time.monotonic(), wait_s)
             self._running[job.id, job.run] = loop.create_task(self._run_one(job))
-        if claims:
-            self.events.publish_all(Kind.CLAIMED, claims)
+        self.events.publish_all(Kind.CLAIMED, claims or ())
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -325,22 +324,8 @@ class Worker:
         for job in jobs:
             started, wait_s = self._timing.pop((job.id, job.run), (None, None))
             if failures and (publish or decided[job.id, job.run].error_type is not None):
-                completion = decided[job.id, job.run]
-                verdict = completion.verdict
-                if job.state is JobState.CANCELLED and verdict is not Verdict.LOST:
-                    verdict = Verdict.CANCELLED  # a cancel request or expiry applied at write time
-                event = event_of(
-                    Kind.ENDED,
-                    job,
-                    JobState.RUNNING,
-                    worker_id=self.id,
-                    outcome=verdict,
-                    duration_s=now - started if started is not None else None,
-                    wait_s=wait_s,
-                    error_type=completion.error_type,
-                    error_message=completion.error_message,
-                )
-                ended_events.append(event)
+                duration_s = now - started if started is not None else None
+                ended_events.append(end_event(job, decided[job.id, job.run], self.id, duration_s, wait_s))
             if job.state is JobState.QUEUED:
                 soon = soon or datetime.now(UTC) + _SOON
                 if job.run_at <= soon:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
+from akadze.events import Event, Kind
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
@@ -176,6 +177,32 @@ async def store_result(engine: AsyncEngine, job: Job, result: str, give_up_after
                 type(exc).__qualname__,
             )
             return False
+
+
+def end_event(
+    job: Completed, decided: Transition, worker_id: str, duration_s: float | None, wait_s: float | None
+) -> Event:
+    """The ENDED event of a run whose outcome ``decided`` was written as ``job``: a cancel
+    request or an expiry applied at the write makes it cancelled, whatever the run decided."""
+    outcome = decided.verdict
+    if job.state is JobState.CANCELLED and outcome is not Verdict.LOST:
+        outcome = Verdict.CANCELLED
+    return Event(
+        Kind.ENDED,
+        job.id,
+        job.task,
+        job.queue,
+        JobState.RUNNING,
+        job.state,
+        job.attempt,
+        job.run,
+        outcome,
+        duration_s,
+        wait_s,
+        decided.error_type,
+        worker_id,
+        error_message=decided.error_message,
+    )
 
 
 def _unrecordable(ended: Completion, exc: Exception) -> Completion:
