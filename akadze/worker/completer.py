@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
-from akadze.events import Event, Kind
+from akadze.events import Event, Kind, event_of
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
@@ -187,20 +187,15 @@ def end_event(
     outcome = decided.verdict
     if job.state is JobState.CANCELLED and outcome is not Verdict.LOST:
         outcome = Verdict.CANCELLED
-    return Event(
+    return event_of(
         Kind.ENDED,
-        job.id,
-        job.task,
-        job.queue,
+        job,
         JobState.RUNNING,
-        job.state,
-        job.attempt,
-        job.run,
-        outcome,
-        duration_s,
-        wait_s,
-        decided.error_type,
-        worker_id,
+        worker_id=worker_id,
+        outcome=outcome,
+        duration_s=duration_s,
+        wait_s=wait_s,
+        error_type=decided.error_type,
         error_message=decided.error_message,
     )
 
