@@ -178,19 +178,69 @@ def parse(name: str, raw: str) -> Statement:
     return Statement(name, body, text(body), pg, tuple(order))
 
 
+#: statements made from two files rather than read from one: name -> (claim, complete).
+#: Each is its claim with complete_batch's write in front (completing()); the worker runs it to
+#: write the outcomes waiting when it claims in the claim's own statement and commit
+COMPLETING = {
+    "claim_completing": ("claim", "complete_batch"),
+    "claim_many_completing": ("claim_many", "complete_batch"),
+}
+
+
+def completing(claim: str, complete: str) -> str:
+    """The text of ``claim`` (a file ending in ``{claim_picked}``) that first writes the
+    outcomes ``complete`` (complete_batch.sql: ``WITH done AS (UPDATE ...) SELECT ... FROM
+    done``) writes, as one statement: its rows are the claimed jobs (``written`` false) and
+    then complete_batch's rows, in the job row's columns (``written`` true, the columns
+    complete_batch does not return NULL).
+
+    The two writes cannot meet: complete_batch updates running jobs owned by the runs it
+    names, the claim locks and updates jobs that are queued in the statement's snapshot, which
+    every part of a statement shares (a job the write sends back to queued is claimed by a
+    later statement, never by this one)."""
+    claim = "\n".join(line for line in claim.splitlines() if not line.lstrip().startswith("--")).strip()
+    complete = "\n".join(line for line in complete.splitlines() if not line.lstrip().startswith("--")).strip()
+    head, picked = "WITH ", "{claim_picked}"
+    if claim.startswith("WITH RECURSIVE "):
+        head = "WITH RECURSIVE "
+    if not (claim.startswith(head) and claim.endswith(picked) and complete.startswith("WITH done AS (")):
+        raise ValueError("a completing claim needs a claim ending in {claim_picked} and complete_batch")
+    write, reply = complete.removeprefix("WITH ").split("\n)\nSELECT\n", 1)
+    claimed = ", ".join(f"claimed.{name}" for name in JOB_COLUMNS)
+    done = ", ".join(f"d.{name}" if name in _COMPLETED else f"NULL AS {name}" for name in JOB_COLUMNS)
+    return (
+        f"{head}{write}\n),\n{claim.removeprefix(head).removesuffix(picked).rstrip()},\n"
+        f"claimed AS (\n{picked}\n)\n"
+        f"SELECT {claimed}, false AS written, NULL AS notified\nFROM claimed\n"
+        f"UNION ALL\nSELECT {done}, true AS written, d.notified\nFROM (\nSELECT\n{reply}\n) AS d"
+    )
+
+
+#: the job columns complete_batch returns (akadze.outcomes.Completed)
+_COMPLETED = frozenset({"id", "task", "queue", "state", "attempt", "run", "run_at"})
+
+
 def statements() -> dict[str, Statement]:
     """Every statement of akadze/db/sql, by name (tests and tools: the hot paths ask for one)."""
     folder = importlib.resources.files("akadze.db") / "sql"
-    return {
+    found = {
         entry.name.removesuffix(".sql"): statement(entry.name.removesuffix(".sql"))
         for entry in folder.iterdir()
         if entry.name.endswith(".sql")
     }
+    return found | {name: statement(name) for name in COMPLETING}
 
 
 @cache
 def statement(name: str) -> Statement:
-    """The statement of akadze/db/sql/NAME.sql, read and parsed at its first use (reading all
-    forty files at once cost a process's first enqueue about 4 ms)."""
-    entry = importlib.resources.files("akadze.db") / "sql" / f"{name}.sql"
-    return parse(name, entry.read_text(encoding="utf-8"))
+    """The statement of akadze/db/sql/NAME.sql (or of COMPLETING, made from two files), read
+    and parsed at its first use (reading all forty files at once cost a process's first
+    enqueue about 4 ms)."""
+    if name in COMPLETING:
+        claim, complete = COMPLETING[name]
+        return parse(name, completing(_source(claim), _source(complete)))
+    return parse(name, _source(name))
+
+
+def _source(name: str) -> str:
+    return (importlib.resources.files("akadze.db") / "sql" / f"{name}.sql").read_text(encoding="utf-8")

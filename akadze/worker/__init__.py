@@ -146,6 +146,7 @@ class Worker:
         self._heartbeat: Heartbeat | None = None
         self._completer = Completer(
             HeldConnection(app.engine),
+            worker_id=self.id,
             on_written=self._written,
             hooks=app.hooks.on_transition,
             timeout_s=self.lost_after_s,

@@ -39,12 +39,15 @@ class Completer:
         self,
         held: HeldConnection,
         *,
+        worker_id: str,
         on_written: OnWritten,
         hooks: Sequence[TransitionHook] = (),
         max_batch: int = 500,
         timeout_s: float | None = None,
     ) -> None:
         self.held = held
+        #: whose runs these are (a lost write's outcomes are read back by it)
+        self.worker_id = worker_id
         #: a write taking longer is abandoned (its connection dropped) and tried again: a
         #: connection gone silent without a reset must not hold the outcomes for good
         self.timeout_s = timeout_s
@@ -56,14 +59,49 @@ class Completer:
         #: the batch being written now (kept until it is written, through every retry)
         self._writing: list[Completion] = []
         self._task: asyncio.Task[None] | None = None
+        #: outcomes a claim is writing now (take): still unwritten until it ends
+        self._taken: list[Completion] = []
+        #: outcomes given back by a claim whose reply was lost: it may have written them
+        self._unsure: set[tuple[int, int]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: set by the fetcher: True when a claim that writes the waiting outcomes in its own
+        #: statement runs in this turn of the loop (or, if none does, flush() is called)
+        self.claim_takes: Callable[[], bool] = _never
 
     def add(self, ended: Completion) -> None:
         self._pending.append(ended)
         self._idle.clear()
-        if self._task is None or self._task.done():
+        if not self.claim_takes():
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the waiting outcomes now (a write running already takes them after its own)."""
+        if self._pending and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._flush_all())
+
+    def take(self) -> list[Completion]:
+        """The waiting outcomes (up to max_batch) for a claim to write in its own statement.
+        They count as unwritten until the claim reports them: written() or give_back()."""
+        taken = self._taken = self._pending[: self.max_batch]
+        del self._pending[: self.max_batch]
+        return taken
+
+    def written(self, batch: Sequence[Completion], written: Sequence[Completed]) -> None:
+        """A claim wrote ``batch`` (taken by take()): what it changed is ``written``."""
+        self._taken = []
+        self._settle()
+        self.on_written(batch, written)
+
+    def give_back(self, batch: list[Completion], *, unsure: bool) -> None:
+        """A claim that took ``batch`` failed: write it here. ``unsure``: its reply was lost,
+        and it may have committed (then writing it again changes nothing, and what it wrote
+        is read back, not reported as fenced out)."""
+        self._taken = []
+        if unsure:
+            self._unsure.update((ended.job_id, ended.run) for ended in batch)
+        self._pending[:0] = batch
+        self.flush()
 
     @property
     def pending(self) -> int:
@@ -71,19 +109,30 @@ class Completer:
 
     @property
     def backlog(self) -> int:
-        """How many outcomes are handed in and not written yet (the batch being written too)."""
-        return len(self._writing) + len(self._pending)
+        """How many outcomes are handed in and not written yet (those being written too)."""
+        return len(self._writing) + len(self._taken) + len(self._pending)
 
     def unwritten(self) -> list[int]:
         """The jobs whose outcome was handed in and is not written yet (they still run)."""
-        return [ended.job_id for ended in (*self._writing, *self._pending)]
+        return [ended.job_id for ended in (*self._writing, *self._taken, *self._pending)]
 
-    async def drain(self) -> None:
-        """Wait until every outcome handed in so far is written."""
-        while self._pending or (self._task is not None and not self._task.done()):
+    async def drain(self, *, flush: bool = True) -> None:
+        """Wait until every outcome handed in so far is written; with ``flush=False``, only
+        those being written now (the others wait for a claim that takes them)."""
+        if not flush:
+            while self._task is not None and not self._task.done():
+                await asyncio.shield(self._task)
+            return
+        self.flush()
+        while self._pending or self._taken or (self._task is not None and not self._task.done()):
             await self._idle.wait()
             if self._task is not None and not self._task.done():
                 await asyncio.shield(self._task)
+            self.flush()
+
+    def _settle(self) -> None:
+        if not (self._pending or self._taken or (self._task is not None and not self._task.done())):
+            self._idle.set()
 
     async def _flush_all(self) -> None:
         try:
@@ -96,7 +145,7 @@ class Completer:
                 finally:
                     self._writing = []
         finally:
-            if not self._pending:
+            if not (self._pending or self._taken):
                 self._idle.set()
 
     async def _write_durably(self, batch: list[Completion]) -> None:
@@ -107,8 +156,11 @@ class Completer:
             try:
                 async with asyncio.timeout(self.timeout_s):
                     written = await self._write(batch, with_hooks)
+                    if self._unsure:
+                        written = await self._read_back(batch, written)
             except Exception as exc:
                 if is_transient(exc):
+                    self._unsure.update((ended.job_id, ended.run) for ended in batch)
                     logger.warning(
                         "could not record %d outcomes (%s); retrying in %.2fs",
                         len(batch),
@@ -138,6 +190,19 @@ class Completer:
                 return
             self.on_written(batch, written)
             return
+
+    async def _read_back(self, batch: list[Completion], written: list[Completed]) -> list[Completed]:
+        """``written``, and the jobs of ``batch`` that a write whose reply was lost wrote."""
+        applied = {(job.id, job.run) for job in written}
+        unsure = [
+            ended
+            for ended in batch
+            if (ended.job_id, ended.run) in self._unsure and (ended.job_id, ended.run) not in applied
+        ]
+        if unsure:
+            written = [*written, *await Queries.find_written(await self.held.raw(), self.worker_id, unsure)]
+        self._unsure.difference_update((ended.job_id, ended.run) for ended in batch)
+        return written
 
     async def _write(self, batch: list[Completion], with_hooks: bool) -> list[Completed]:
         if not with_hooks:
@@ -198,6 +263,10 @@ def end_event(
         error_type=decided.error_type,
         error_message=decided.error_message,
     )
+
+
+def _never() -> bool:
+    return False
 
 
 def _unrecordable(ended: Completion, exc: Exception) -> Completion:

@@ -23,6 +23,7 @@ from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 from akadze.flow import limit_params
 from akadze.job import Job, JobState
+from akadze.outcomes import Completed, Completion
 from akadze.worker.connection import HeldConnection
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ logger = logging.getLogger("akadze.worker")
 
 #: a claim statement: (connection, queues, limit, worker_id) -> the jobs it took
 Claim = Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]
+#: a claim that first writes outcomes: (..., outcomes) -> the jobs it took, the jobs it wrote
+ClaimCompleting = Callable[
+    [Any, Sequence[str], int, str, Sequence[Completion]], Awaitable[tuple[list[Job], list[Completed]]]
+]
 
 
 #: a worker serving more queues than this claims with one scan over all of them (claim_many.sql)
@@ -49,6 +54,15 @@ def choose_claim(app: Akadze, queues: Sequence[str]) -> Claim:
     if limits is not None:
         return functools.partial(Queries.claim_limited, limits=limits)
     return Queries.claim_many if len(queues) > MANY_QUEUES else Queries.claim
+
+
+def choose_claim_completing(app: Akadze, queues: Sequence[str]) -> ClaimCompleting | None:
+    """The claim that writes the waiting outcomes in its own statement, for a worker whose
+    claim is claim or claim_many; None for claim_limited, which counts a group's running jobs
+    from its snapshot and would see the outcomes it writes as still running."""
+    if any(task.options.limit for task in app.tasks.values()):
+        return None
+    return Queries.claim_many_completing if len(queues) > MANY_QUEUES else Queries.claim_completing
 
 
 class Fetcher:
@@ -89,6 +103,8 @@ class Fetcher:
         self._app = app
         #: the claim statement: claim.sql, claim_many.sql or claim_limited.sql (choose_claim)
         self.claim = choose_claim(app, self.queues)
+        #: the same claim writing the waiting outcomes first, or None where claims do not
+        self.claim_completing = choose_claim_completing(app, self.queues)
         #: the tasks with a Limit: a written end of one of theirs may free a place in its group
         self._limited = frozenset(name for name, task in app.tasks.items() if task.options.limit)
         self._running = running
@@ -101,6 +117,14 @@ class Fetcher:
         self._stopped = asyncio.Event()
         #: a claim failed on a lost connection: it may have committed, its reply lost
         self._unsure = False
+        #: run() is looping: it reaches a claim or a flush whenever woken
+        self._serving = False
+        #: the loop is in a claim, or waiting out a failed one: it takes no outcomes meanwhile
+        self._busy = False
+        #: the last claim wrote outcomes (a job it sent back to queued is for the next claim)
+        self._wrote = False
+        if self.claim_completing is not None:
+            completer.claim_takes = self.takes_outcomes
 
     def wake(self) -> None:
         """There may be ready jobs: claim as soon as slots allow."""
@@ -120,11 +144,27 @@ class Fetcher:
         else:
             self.nudge()
 
+    def takes_outcomes(self) -> bool:
+        """Whether the next claim writes the outcomes waiting now (the completer's claim_takes).
+
+        True while the loop is not in a claim and may claim: it is woken, and at its next turn
+        it either claims, taking the waiting outcomes into the claim's statement, or hands them
+        to the completer (flush) before it waits. Never while a claim runs: an outcome does
+        not wait for a claim's reply."""
+        if not self._serving or self._stopping or self._busy or not self._folds():
+            return False
+        self._wake.set()
+        return True
+
+    def _folds(self) -> bool:
+        return self.claim_completing is not None and not self._app.hooks.on_transition
+
     def stop(self) -> None:
         """Claim nothing more; run() returns at once."""
         self._stopping = True
         self._stopped.set()
         self._wake.set()
+        self._completer.flush()
 
     def free_slots(self) -> int:
         # outcomes not written yet hold their slots once they are more than the slots: a
@@ -134,12 +174,23 @@ class Fetcher:
 
     async def run(self, *, burst: bool) -> None:
         """Claim until stop(); with ``burst``, until a claim finds nothing and nothing runs."""
+        self._serving = True
+        try:
+            await self._serve(burst=burst)
+        finally:
+            self._serving = False
+            self._completer.flush()
+
+    async def _serve(self, *, burst: bool) -> None:
         delay = 0.1
         next_poll = time.monotonic() + self.poll_interval_s
         while not self._stopping:
             free = self.free_slots()
             if burst and not self._running:
-                await self._completer.drain()
+                # what the claim decides from must include every outcome written (a retry due
+                # now is work left); the outcomes still waiting are written by the claim itself
+                # when it can, and then it claims again before giving up
+                await self._completer.drain(flush=not self._folds())
                 self._hint = True
             if free > 0 and self._hint and self._healthy():
                 self._hint = False
@@ -150,19 +201,31 @@ class Fetcher:
                         raise
                     logger.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
                     self._unsure = True
-                    await self.held.discard()
                     self._hint = True
-                    await self._sleep(delay)
+                    self._busy = True
+                    try:
+                        await self.held.discard()
+                        await self._sleep(delay)
+                    finally:
+                        self._busy = False
                     delay = min(delay * 2, 5.0)
                     continue
                 delay = 0.1
                 if len(jobs) == free:
                     self._hint = True
                 self._start(jobs)
-                if burst and not jobs and not self._running and not self._completer.pending:
+                if (
+                    burst
+                    and not jobs
+                    and not self._running
+                    and not self._completer.pending
+                    and not self._wrote
+                ):
                     return
                 if jobs:
                     continue
+            # no claim this turn: the outcomes left for one are written on their own
+            self._completer.flush()
             timeout = max(next_poll - time.monotonic(), 0.0)
             if burst and not self._running:
                 timeout = 0.0
@@ -176,14 +239,52 @@ class Fetcher:
             await asyncio.sleep(0)
 
     async def _claim_into(self, free: int) -> list[Job]:
-        async with asyncio.timeout(self.timeout_s):
-            if self._unsure:
-                free -= len(await self._adopt_lost_claims())
-            if free <= 0:
-                return []
-            if self._app.hooks.on_transition:
-                return await self._claim_with_hooks(free)
+        self._busy = True
+        self._wrote = False
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if self._unsure:
+                    free -= len(await self._adopt_lost_claims())
+                if free <= 0 or self.claim_completing is None or not self._folds():
+                    self._completer.flush()
+                    if free <= 0:
+                        return []
+                    if self._app.hooks.on_transition:
+                        return await self._claim_with_hooks(free)
+                    return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
+                return await self._claim_completing(self.claim_completing, free)
+        finally:
+            self._busy = False
+            # outcomes handed in during the claim were written as they came; any left over
+            # (none, unless the claim failed) are written now
+            self._completer.flush()
+
+    async def _claim_completing(self, claim: ClaimCompleting, free: int) -> list[Job]:
+        """Claim, writing the outcomes waiting now in the same statement (claim_completing).
+
+        If the statement fails, the outcomes go back to the completer: after a lost reply as
+        unsure (it may have committed; the completer reads back what it wrote), after any
+        other error as they were, and the claim runs again alone, so that an outcome the
+        statement cannot write fails only its own write (the completer's one-by-one path)."""
+        ended = self._completer.take()
+        if not ended:
             return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
+        try:
+            jobs, written = await claim(await self.held.raw(), self.queues, free, self.worker_id, ended)
+        except Exception as exc:
+            transient = is_transient(exc)
+            self._completer.give_back(ended, unsure=transient)
+            if transient:
+                raise
+            logger.warning("a claim writing %d outcomes failed (%s); claiming alone", len(ended), exc)
+            return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
+        except BaseException:
+            # cancelled (the claim timeout, a stop): the statement may have committed
+            self._completer.give_back(ended, unsure=True)
+            raise
+        self._wrote = True
+        self._completer.written(ended, written)
+        return jobs
 
     async def _adopt_lost_claims(self) -> list[Job]:
         """Start the jobs of a claim that committed although its reply was lost.

@@ -52,6 +52,29 @@ FROM generate_series(1, {QUEUED}) AS n
 CLAIMS = {"claim": "akadze_jobs_claim_idx", "claim_many": "akadze_jobs_claim_many_idx"}
 
 
+#: the claims that write outcomes first (db/sql.py, COMPLETING) and the claim index each must read
+COMPLETING = {
+    "claim_completing": "akadze_jobs_claim_idx",
+    "claim_many_completing": "akadze_jobs_claim_many_idx",
+}
+
+
+def _ended(job_id: int) -> dict[str, Any]:
+    """One outcome as complete_batch's JSON batch spells it (a retry with an error entry)."""
+    error = {"attempt": 1, "type": "ValueError", "message": "boom"}
+    return {
+        "id": job_id,
+        "run": 1,
+        "state": "queued",
+        "attempt": 1,
+        "delay_s": 1.0,
+        "result": None,
+        "error": error,
+        "cancellable": True,
+        "priority": None,
+    }
+
+
 def _scans(node: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
     """Every (node type, relation, index) in a JSON plan."""
     found = [(node["Node Type"], node.get("Relation Name"), node.get("Index Name"))]
@@ -92,6 +115,19 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
                 if name == "claim_many":
                     # one ordered scan over every queue: a sort would mean reading every ready job
                     assert not any(kind == "Sort" for kind, _, _ in claim), (mode, claim)
+
+            for name, index in COMPLETING.items():
+                # the outcomes' rows are found by primary key or among the running jobs (a small
+                # index), the claimed ones by the claim's index
+                stmt = statement(name)
+                values = {"queues": ["default", "mail"], "limit": 10, "worker_id": str(uuid.uuid4())}
+                values |= {"max_errors": 20, "batch": json.dumps([_ended(n) for n in range(1, 40, 3)])}
+                plan = await _plan(conn, name, *(values[param] for param in stmt.params))
+                indexes = {index for _, relation, index in plan if relation == "akadze_jobs" and index}
+                assert indexes <= {index, "akadze_jobs_pkey", "akadze_jobs_running_idx"}, (mode, plan)
+                assert indexes & {"akadze_jobs_pkey", "akadze_jobs_running_idx"}, (mode, plan)
+                assert ("Index Scan", "akadze_jobs", index) in plan, (mode, plan)
+                assert not any(kind == "Seq Scan" and rel == "akadze_jobs" for kind, rel, _ in plan)
 
             prune = await _plan(conn, "prune_jobs", 7 * 86400.0, 1000, 1)
             assert ("Index Scan", "akadze_jobs", "akadze_jobs_prune_idx") in prune, (mode, prune)

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from akadze.db.queries import Queries
-from akadze.db.sql import JOB_COLUMNS, JSON_COLUMNS, statements
+from akadze.db.sql import COMPLETING, JOB_COLUMNS, JSON_COLUMNS, statements
 from akadze.job import Job
 from tests.support import module_database, plain
 
@@ -71,7 +71,14 @@ def test_every_sql_file_is_used_by_exactly_one_queries_method_of_its_name() -> N
 
 def test_every_statement_a_method_names_has_its_file() -> None:
     named = {name for names in statement_uses().values() for name in names}
-    assert named <= set(SQL_FILES)
+    assert named <= set(SQL_FILES) | set(COMPLETING)
+
+
+def test_every_statement_made_from_files_is_used_by_exactly_one_queries_method_of_its_name() -> None:
+    uses = statement_uses()
+    for name, files in COMPLETING.items():
+        assert uses.get(name) == [name], f"Queries.{name} must run {name}, and only it"
+        assert set(files) <= set(SQL_FILES)
 
 
 def test_no_other_module_executes_a_statement_file() -> None:
@@ -91,7 +98,11 @@ def test_job_row_is_every_field_a_job_reads_from_its_row() -> None:
     assert JSON_COLUMNS <= set(JOB_COLUMNS)
 
 
-@pytest.mark.parametrize("name", SQL_FILES)
+#: every statement: the files, and those made at load from two of them (db/sql.py, COMPLETING)
+STATEMENTS = [*SQL_FILES, *sorted(COMPLETING)]
+
+
+@pytest.mark.parametrize("name", STATEMENTS)
 def test_every_fragment_a_sql_file_names_is_expanded_at_load(name: str) -> None:
     assert re.search(r"\{\w+\}", statements()[name].source) is None
 
@@ -107,7 +118,7 @@ def test_every_sql_file_starts_with_a_header_naming_it(name: str) -> None:
 async def test_both_placeholder_forms_of_every_statement_take_the_same_parameters(database_url: str) -> None:
     conn = await asyncpg.connect(plain(database_url))
     try:
-        for name in SQL_FILES:
+        for name in STATEMENTS:
             stmt = statements()[name]
             prepared = await conn.prepare(stmt.pg)
             assert len(prepared.get_parameters()) == len(stmt.params), name

@@ -36,13 +36,30 @@ class RunQueries:
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
-        return await _claim(conn, statement("claim"), params)
+        return _jobs(await _claim(conn, statement("claim"), params))
 
     @staticmethod
     async def claim_many(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         """claim, for a worker of many queues: one scan over all of them (claim_many.sql says why)."""
         params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
-        return await _claim(conn, statement("claim_many"), params)
+        return _jobs(await _claim(conn, statement("claim_many"), params))
+
+    @staticmethod
+    async def claim_completing(
+        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, ended: Sequence[Completion]
+    ) -> tuple[list[Job], list[Completed]]:
+        """complete_batch(ended), then claim, in one statement and one commit (db/sql.py,
+        completing): the jobs claimed, and the jobs written as complete_batch returns them."""
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id, **_batch_params(ended)}
+        return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))
+
+    @staticmethod
+    async def claim_many_completing(
+        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, ended: Sequence[Completion]
+    ) -> tuple[list[Job], list[Completed]]:
+        """claim_completing, for a worker of many queues (claim_many)."""
+        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id, **_batch_params(ended)}
+        return _claimed_and_written(await _claim(conn, statement("claim_many_completing"), params))
 
     @staticmethod
     async def claim_limited(
@@ -59,7 +76,7 @@ class RunQueries:
             "l_rate": limits.rate,
             "l_per": limits.per_s,
         }
-        return await _claim(conn, statement("claim_limited"), params)
+        return _jobs(await _claim(conn, statement("claim_limited"), params))
 
     @staticmethod
     async def generic_plans(conn: Connection) -> None:
@@ -72,28 +89,14 @@ class RunQueries:
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
         """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
-        rows_out = [
-            _CompletionRow(
-                e.job_id,
-                e.run,
-                e.transition.state.value,
-                e.transition.attempt,
-                e.transition.delay_s,
-                msgspec.Raw(e.result.encode()) if e.result is not None else None,
-                _error_entry(e),
-                e.transition.cancellable,
-                e.transition.priority,
-            )
-            for e in ended
-        ]
-        params: dict[str, Any] = {"max_errors": MAX_ERRORS, "batch": _batch_encoder.encode(rows_out).decode()}
-        rows = await fetch(conn, statement("complete_batch"), params)
-        return [
-            Completed(
-                r["id"], r["task"], r["queue"], JobState(r["state"]), r["attempt"], r["run"], r["run_at"]
-            )
-            for r in rows
-        ]
+        rows = await fetch(conn, statement("complete_batch"), _batch_params(ended))
+        return [_completed(r) for r in rows]
+
+    @staticmethod
+    async def find_written(conn: Connection, worker_id: str, ended: Sequence[Completion]) -> list[Completed]:
+        """Of ``ended``, sent by a write whose reply was lost, the ones it wrote (find_written.sql)."""
+        params = {"ids": [e.job_id for e in ended], "runs": [e.run for e in ended], "worker_id": worker_id}
+        return [_completed(r) for r in await fetch(conn, statement("find_written"), params)]
 
     @staticmethod
     async def set_result(conn: Connection, job_id: int, run: int, result: str) -> None:
@@ -113,7 +116,7 @@ class RunQueries:
         return [row_to_job(row, json_text=True) for row in rows]
 
 
-async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> list[Job]:
+async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> Sequence[Any]:
     """Run the claim statement ``stmt``: on a direct connection prepared and planned once
     per REPLAN_S (generic_plans.sql says why), behind a pooler as it comes."""
     if not isinstance(conn, AsyncConnection):
@@ -129,8 +132,47 @@ async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> l
         if planned is not None and now - planned > REPLAN_S:
             await RunQueries.discard_plans(conn)
             _planned[conn] = now
-    rows = await fetch(conn, stmt, params)
+    return await fetch(conn, stmt, params)
+
+
+def _jobs(rows: Sequence[Any]) -> list[Job]:
     return [row_to_job(row, json_text=True) for row in rows]
+
+
+def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed]]:
+    claimed = [row_to_job(row, json_text=True) for row in rows if not row["written"]]
+    return claimed, [_completed(row) for row in rows if row["written"]]
+
+
+def _completed(row: Any) -> Completed:
+    return Completed(
+        row["id"],
+        row["task"],
+        row["queue"],
+        JobState(row["state"]),
+        row["attempt"],
+        row["run"],
+        row["run_at"],
+    )
+
+
+def _batch_params(ended: Sequence[Completion]) -> dict[str, Any]:
+    """complete_batch's parameters for the outcomes ``ended``."""
+    rows_out = [
+        _CompletionRow(
+            e.job_id,
+            e.run,
+            e.transition.state.value,
+            e.transition.attempt,
+            e.transition.delay_s,
+            msgspec.Raw(e.result.encode()) if e.result is not None else None,
+            _error_entry(e),
+            e.transition.cancellable,
+            e.transition.priority,
+        )
+        for e in ended
+    ]
+    return {"max_errors": MAX_ERRORS, "batch": _batch_encoder.encode(rows_out).decode()}
 
 
 class _ErrorEntry(msgspec.Struct):
