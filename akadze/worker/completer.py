@@ -1,9 +1,13 @@
 """Ends runs in batches: every outcome waiting when a write starts goes into one statement.
 
 There is no timer: a write starts as soon as the previous one ends, so a lone job is written
-at once and a busy worker's outcomes merge by themselves. An outcome is never dropped: a
-transient error reopens the connection and tries again; a batch that fails otherwise is
-written one by one, and an outcome that still cannot be written fails its job with the reason.
+at once and a busy worker's outcomes merge by themselves. The one exception: while the
+fetcher is about to claim (claim_takes), the outcomes wait for that claim, in this turn of the
+loop, and are written by its statement (take, then written or give_back; docs/worker.md). An
+outcome is never dropped: a transient error reopens the connection and tries again, and what a
+write whose reply was lost did apply is read back (find_written), not reported as fenced out;
+a batch that fails otherwise is written one by one, and an outcome that still cannot be
+written fails its job with the reason.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Claims jobs into a worker's free slots: one claim statement for all of them, the outcomes
-not yet written that hold slots, and the recovery of a claim whose reply was lost.
+"""Claims jobs into a worker's free slots: one claim statement for all of them, which also
+writes the outcomes waiting for it (claim_completing), the outcomes not yet written that hold
+slots, and the recovery of a claim whose reply was lost.
 
 A claim runs when slots are free and there may be ready jobs: after a wake-up (a NOTIFY, an
 outcome that frees a slot, a retry due now) or at every poll interval. It never waits on
