@@ -374,3 +374,36 @@ async def test_claims_that_run_transition_hooks_do_not_write_outcomes(
     assert await Worker(app, slots=4).run(burst=True) == 12
     assert writes.by_claim == [] and len(writes.alone) == 12
     assert len([state for _, state in seen if state is JobState.SUCCEEDED]) == 12
+
+
+async def test_the_completers_own_write_whose_reply_is_lost_reports_what_it_wrote(
+    app: Akadze, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same read-back for the completer's own write (claims writing nothing here): written
+    again after a lost reply, its outcomes change nothing and are reported as written."""
+    caplog.set_level(logging.WARNING, logger="akadze.worker")
+    writes = Writes(monkeypatch)
+    real_complete = Queries.complete_batch  # the spy
+    lost = [True]
+
+    async def loses_a_reply(conn: Any, ended: Any) -> list[Completed]:
+        written = await real_complete(conn, ended)
+        if lost:
+            lost.clear()
+            raise ConnectionResetError("reply lost")
+        return written
+
+    monkeypatch.setattr(Queries, "complete_batch", staticmethod(loses_a_reply))
+    events = recorder(app)
+
+    @app.task("t")
+    async def t(i: int) -> None: ...
+
+    await t.enqueue_many([{"i": i} for i in range(20)])
+    worker = Worker(app, slots=5)
+    worker.fetcher.claim_completing = None
+    assert await worker.run(burst=True) == 20
+    assert not lost and writes.by_claim == []
+    assert not [r for r in caplog.records if "outcome dropped" in r.getMessage()]
+    assert await asyncio.to_thread(app.events.flush, 10.0)
+    assert len([e for e in events if e.kind is Kind.ENDED]) == 20
