@@ -183,7 +183,7 @@ def start_run(app: Akadze, job: Job) -> Any:
         with _lock:
             if _end_runs not in app.events.subscribers:
                 app.events.subscribe(_end_runs, kinds=_END_KINDS, accept=_is_open)
-    span = _state.run_span(job.task, job.queue, job.id, job.attempt, job.trace_context, time.time_ns())
+    span = _state.run_span(job.task, job.queue, job.id, job.attempt, parent, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:
         # outcomes that never came back (fenced out, events dropped): end the oldest
@@ -208,17 +208,15 @@ def _run_span_class(api_span: type, making: Any) -> Any:
         """A run's consumer span that makes the SDK's span when first needed: every method of
         the API's Span hands over to it. Thread-safe: made once, under a lock."""
 
-        __slots__ = ("attempt", "job_id", "queue", "span", "start", "stored", "task")
+        __slots__ = ("attempt", "job_id", "parent", "queue", "span", "start", "task")
 
-        def __init__(
-            self, task: str, queue: str, job_id: int, attempt: int, stored: str | None, start: int
-        ) -> None:
+        def __init__(self, task: str, queue: str, job_id: int, attempt: int, parent: Any, start: int) -> None:
             self.task = task
             self.queue = queue
             self.job_id = job_id
             self.attempt = attempt
-            #: the job's stored trace context, read when the SDK's span is made
-            self.stored = stored
+            #: the parent Context read from the job's stored trace context at the run's start
+            self.parent = parent
             self.start = start
             self.span: Any = None
 
@@ -251,7 +249,7 @@ def _run_span_class(api_span: type, making: Any) -> Any:
                     try:
                         self.span = _state.tracer.start_span(
                             f"process {self.task}",
-                            context=_parent_of(self.stored)[0],
+                            context=self.parent,
                             kind=_state.trace.SpanKind.CONSUMER,
                             attributes=attributes,
                             start_time=self.start,
