@@ -9,6 +9,7 @@ In-process tests call ``build()``.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 from datetime import datetime, timedelta
 from typing import Any
@@ -163,10 +164,12 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
             await asyncio.sleep(ms / 1000)
         await mark("end_ok")
 
-    async def gil(key: str, n: int) -> None:
-        """Holds the GIL in one C call for seconds: no thread of its worker runs meanwhile."""
+    async def gil(key: str, seconds: float) -> None:
+        """Holds the GIL in one C call for ``seconds`` of wall time: libc's usleep called through
+        ctypes.PyDLL, which keeps the GIL (as a C extension blocking without releasing it
+        would), so no thread of its worker runs meanwhile, however fast or busy the machine."""
         await mark("start")
-        sum(range(n))
+        ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
         await mark("end_ok")
 
     async def tick() -> None:
