@@ -29,6 +29,21 @@ def carrier(trace: Any, propagator: Any, span_context: Any) -> str | None:
     return json.dumps(found, separators=(",", ":"))
 
 
+def split(stored: str | None) -> tuple[str | None, bytes | None]:
+    """How ``stored`` goes into the row: (akadze_jobs.trace_context, akadze_jobs.trace_parent).
+
+    A traceparent alone, the common case, is kept as its 25 bytes in trace_parent (version 00,
+    trace id, span id, flags; migration 0010): a third of the row width the JSON text took,
+    in every row version the claim and the outcome write. Anything else stays JSON text in
+    trace_context. The database gives the JSON text back either way (sql.TRACE_CONTEXT)."""
+    if stored is None or len(stored) != _LENGTH or not stored.startswith(_PREFIX):
+        return stored, None
+    try:
+        return None, bytes.fromhex(stored[19:51] + stored[52:68] + stored[69:71])
+    except ValueError:
+        return stored, None
+
+
 def parent(trace: Any, propagator: Any, stored: str) -> Any:
     """The Context of the stored carrier's span (remote); None when it cannot be read."""
     if len(stored) == _LENGTH and stored.startswith(_PREFIX):

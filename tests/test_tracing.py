@@ -255,6 +255,51 @@ async def test_tracing_off_stores_no_context(app: Akadze) -> None:
     assert stored is not None and stored.trace_context is None
 
 
+async def test_a_traceparent_is_stored_as_its_25_bytes_and_read_back_as_json(
+    app: Akadze, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A traceparent alone goes into trace_parent (migration 0010); a context with a tracestate,
+    and a row written before the migration (JSON in trace_context), read back the same."""
+
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    one = await t.enqueue()
+    many = await t.enqueue_many([{}, {}])
+    assert one.trace_context is not None
+    async with app.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text("SELECT id, trace_context, trace_parent FROM akadze_jobs ORDER BY id"),
+            )
+        ).all()
+    for row in rows:
+        assert row.trace_context is None and row.trace_parent is not None and len(row.trace_parent) == 25
+    traceparent = json.loads(one.trace_context)["traceparent"]
+    assert bytes(rows[0].trace_parent).hex() == traceparent[3:35] + traceparent[36:52] + traceparent[53:55]
+    for job in (one, *many):
+        stored = await app.get_job(job.id)
+        assert stored is not None and stored.trace_context == job.trace_context
+
+    # a tracestate keeps the JSON text; so does a row of before the migration
+    with_state = '{"traceparent":"' + traceparent + '","tracestate":"vendor=1"}'
+    async with app.engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE akadze_jobs SET trace_context = :c, trace_parent = NULL WHERE id = :id"),
+            [{"c": with_state, "id": many[0].id}, {"c": one.trace_context, "id": many[1].id}],
+        )
+    assert (await app.get_job(many[0].id)).trace_context == with_state  # type: ignore[union-attr]
+    assert (await app.get_job(many[1].id)).trace_context == one.trace_context  # type: ignore[union-attr]
+    # and each run continues its trace from whichever column it was read
+    assert await drain(app) == 3
+    await flushed(app)
+    runs = [span for span in exporter.get_finished_spans() if span.kind is SpanKind.CONSUMER]
+    assert len(runs) == 3
+    for run in runs:
+        assert run.parent is not None and f"{run.parent.span_id:016x}" == traceparent[36:52]
+
+
 def test_a_tracer_provider_set_turns_tracing_on_without_enable(database_url: str) -> None:
     """DESIGN §5: with a tracer provider set, enqueue records a producer span (a fresh process:
     the global provider can be set once)."""

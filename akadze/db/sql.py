@@ -58,10 +58,25 @@ JOB_COLUMNS = (
 JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
+def trace_context_of(table: str = "") -> str:
+    """The job's stored trace context as JSON text: trace_context, or the traceparent whose 25
+    bytes trace_parent keeps (akadze.trace_context.split; NULL when neither is set)."""
+    t = f"{table}." if table else ""
+    part = "encode(substring({t}trace_parent FROM {start} FOR {length}), 'hex')"
+    return (
+        f"COALESCE({t}trace_context, "
+        + '\'{"traceparent":"00-\' || '
+        + " || '-' || ".join(part.format(t=t, start=a, length=n) for a, n in ((1, 16), (17, 8), (25, 1)))
+        + " || '\"}')"
+    )
+
+
 def _job_row(*, result: bool, table: str = "", named: bool = True) -> str:
     def column(name: str) -> str:
         if name == "result" and not result:
             return "NULL AS result"
+        if name == "trace_context":
+            return f"{trace_context_of(table)} AS trace_context" if named else trace_context_of(table)
         qualified = f"{table}.{name}" if table else name
         if name not in JSON_COLUMNS:
             return qualified

@@ -30,6 +30,7 @@ RELEASED = {
     (7, "limit_groups"): "fef5ec7f5ddf8031a00121f2775f6b790761f8235b0af3481d8f6f5f651da10e",
     (8, "claim_many_queues"): "53b3524836cf187f38f962ea06ac22c5f524b994b645b5726244c65c2216c83d",
     (9, "listing_failures"): "b9de9116ac0cb8c7ed4f888582a6edf070da342c088d6190d756ebeb6bc60e17",
+    (10, "trace_parent"): "8c45905f32eb94ce6ebc66cac880ee7695ea46c3d691a3d30592b82b7be62894",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

@@ -14,6 +14,7 @@ from akadze.db.sql import Statement, statement
 from akadze.flow import Unique
 from akadze.job import Job, JobState
 from akadze.stored import row_to_job
+from akadze.trace_context import split
 
 
 class NewJobs(msgspec.Struct, frozen=True):
@@ -134,7 +135,7 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
         "run_at": new.run_at,
         "delay_s": new.delay_s,
         "expires_at": new.expires_at,
-        "trace_context": new.trace_context,
+        **dict(zip(("trace_context", "trace_parent"), split(new.trace_context), strict=True)),
     }
 
 

@@ -5,7 +5,7 @@
 -- here, not read back from each row. One NOTIFY at most. Not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, run_at, expires_at, trace_context
+        {new_job_columns}, run_at, expires_at, trace_context, trace_parent
     )
     SELECT
         :task,
@@ -16,7 +16,8 @@ WITH job AS (
         :max_attempts,
         {due_at},
         CAST(:expires_at AS timestamptz),
-        :trace_context
+        :trace_context,
+        CAST(:trace_parent AS bytea)
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
     ORDER BY a.n
     RETURNING id

@@ -10,13 +10,14 @@ WITH k AS (
 ),
 job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, run_at, expires_at, trace_context, unique_key, unique_states
+        {new_job_columns}, run_at, expires_at, trace_context, trace_parent, unique_key, unique_states
     )
     SELECT
         {new_job_values},
         {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context,
+        CAST(:trace_parent AS bytea),
         k.key,
         CAST(:unique_states AS text[])
     FROM k

@@ -12,7 +12,7 @@ item AS (
 ),
 job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, run_at, expires_at, trace_context, unique_key, unique_states
+        {new_job_columns}, run_at, expires_at, trace_context, trace_parent, unique_key, unique_states
     )
     SELECT
         :task,
@@ -24,6 +24,7 @@ job AS (
         {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context,
+        CAST(:trace_parent AS bytea),
         item.key,
         CAST(:unique_states AS text[])
     FROM item
