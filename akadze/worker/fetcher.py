@@ -277,7 +277,10 @@ class Fetcher:
             self._completer.give_back(ended, unsure=transient)
             if transient:
                 raise
-            logger.warning("a claim writing %d outcomes failed (%s); claiming alone", len(ended), exc)
+            # the type only: a database error's message may quote an outcome's result
+            logger.warning(
+                "a claim writing %d outcomes failed (%s); claiming alone", len(ended), type(exc).__name__
+            )
             return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
         except BaseException:
             # cancelled (the claim timeout, a stop): the statement may have committed
