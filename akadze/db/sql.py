@@ -178,8 +178,13 @@ class Statement:
     params: tuple[str, ...]
 
 
+def _uncommented(raw: str) -> str:
+    """``raw`` without its comment lines (the files' comments are whole lines)."""
+    return "\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("--"))
+
+
 def parse(name: str, raw: str) -> Statement:
-    body = "\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("--"))
+    body = _uncommented(raw)
     body = _FRAGMENT.sub(lambda match: FRAGMENTS[match[1]], body.strip())
     order: list[str] = []
 
@@ -213,8 +218,7 @@ def completing(claim: str, complete: str) -> str:
     names, the claim locks and updates jobs that are queued in the statement's snapshot, which
     every part of a statement shares (a job the write sends back to queued is claimed by a
     later statement, never by this one)."""
-    claim = "\n".join(line for line in claim.splitlines() if not line.lstrip().startswith("--")).strip()
-    complete = "\n".join(line for line in complete.splitlines() if not line.lstrip().startswith("--")).strip()
+    claim, complete = _uncommented(claim).strip(), _uncommented(complete).strip()
     head, picked = "WITH ", "{claim_picked}"
     if claim.startswith("WITH RECURSIVE "):
         head = "WITH RECURSIVE "

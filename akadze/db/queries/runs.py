@@ -35,13 +35,13 @@ _planned: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictiona
 class RunQueries:
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
-        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
+        params = _claim_params(queues, limit, worker_id)
         return _jobs(await _claim(conn, statement("claim"), params))
 
     @staticmethod
     async def claim_many(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         """claim, for a worker of many queues: one scan over all of them (claim_many.sql says why)."""
-        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id}
+        params = _claim_params(queues, limit, worker_id)
         return _jobs(await _claim(conn, statement("claim_many"), params))
 
     @staticmethod
@@ -50,7 +50,7 @@ class RunQueries:
     ) -> tuple[list[Job], list[Completed]]:
         """complete_batch(ended), then claim, in one statement and one commit (db/sql.py,
         completing): the jobs claimed, and the jobs written as complete_batch returns them."""
-        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id, **_batch_params(ended)}
+        params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
         return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))
 
     @staticmethod
@@ -58,7 +58,7 @@ class RunQueries:
         conn: Connection, queues: Sequence[str], limit: int, worker_id: str, ended: Sequence[Completion]
     ) -> tuple[list[Job], list[Completed]]:
         """claim_completing, for a worker of many queues (claim_many)."""
-        params = {"queues": list(queues), "limit": limit, "worker_id": worker_id, **_batch_params(ended)}
+        params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
         return _claimed_and_written(await _claim(conn, statement("claim_many_completing"), params))
 
     @staticmethod
@@ -66,10 +66,7 @@ class RunQueries:
         conn: Connection, queues: Sequence[str], limit: int, worker_id: str, limits: LimitParams
     ) -> list[Job]:
         """claim, for a worker whose tasks have limits: a job whose limit is full stays queued."""
-        params = {
-            "queues": list(queues),
-            "limit": limit,
-            "worker_id": worker_id,
+        params = _claim_params(queues, limit, worker_id) | {
             "l_task": limits.tasks,
             "l_key": limits.keys,
             "l_conc": limits.concurrency,
@@ -133,6 +130,11 @@ async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> S
             await RunQueries.discard_plans(conn)
             _planned[conn] = now
     return await fetch(conn, stmt, params)
+
+
+def _claim_params(queues: Sequence[str], limit: int, worker_id: str) -> dict[str, Any]:
+    """What every claim statement takes: the queues, how many jobs at most, and who claims."""
+    return {"queues": list(queues), "limit": limit, "worker_id": worker_id}
 
 
 def _jobs(rows: Sequence[Any]) -> list[Job]:
