@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from akadze.db.pooled import POOLED, call
 from akadze.db.sql import Statement
 
 #: per raw connection: prepared statements by file name, or None behind a pooler
@@ -60,7 +61,16 @@ async def described(conn: Any, stmt: Statement) -> Any | None:
         return known[stmt.name]
     # name "": the unnamed statement, which asyncpg marks unprepared when its statement cache is
     # off (as the engine sets it), so that each run carries its own Parse
-    found: Any = await conn.prepare(stmt.pg, name="")
+    found: Any = None
+    if stmt.name in POOLED:
+        # the claim cycle's statements run through their functions (db/pooled.py): planned
+        # once per server session instead of at every call
+        try:
+            found = await conn.prepare(call(stmt), name="")
+        except asyncpg.exceptions.UndefinedFunctionError:
+            found = None  # a schema without them (a migration not applied): the statement itself
+    if found is None:
+        found = await conn.prepare(stmt.pg, name="")
     if getattr(getattr(found, "_state", None), "prepared", True):
         found = None  # the driver would Bind a statement the server may not have: never use it
     _described.setdefault(conn, {})[stmt.name] = found

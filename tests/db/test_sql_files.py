@@ -87,6 +87,8 @@ def test_no_other_module_executes_a_statement_file() -> None:
     for path in sorted(str(p) for p in root.rglob("*.py")):  # type: ignore[attr-defined]
         if "/db/queries/" in path or path.endswith("db/sql.py"):
             continue
+        if path.endswith("db/pooled.py"):
+            continue  # describes the statements to make their functions (a migration's text); runs none
         with open(path, encoding="utf-8") as source:
             if "statement(" in source.read():
                 offenders.append(path)

@@ -70,6 +70,6 @@ SELECT
     run,
     run_at,
     CASE
-        WHEN awaited AND state IN ('succeeded', 'failed', 'cancelled') THEN pg_notify('akadze_done', CAST(id AS text))
+        WHEN awaited AND state IN ('succeeded', 'failed', 'cancelled') THEN pg_notify('akadze_done', CAST(id AS text)) IS NULL
     END AS notified
 FROM done

@@ -1,0 +1,153 @@
+"""Behind a pooler, a worker's claim cycle runs through the functions of migration 0011
+(akadze.db.pooled): the migration holds today's statements, a worker through a real PgBouncer
+calls the functions and drains correctly, and without them it runs the statements as before."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from akadze import Akadze
+from akadze.db.migrate import migrations
+from akadze.db.pooled import POOLED, function_ddl, function_name
+from akadze.worker import Worker
+from tests.faults import pgbouncer
+from tests.support import plain
+
+pytestmark = pytest.mark.skipif(
+    not pgbouncer.available(), reason="pgbouncer is not installed (apt-get install pgbouncer)"
+)
+
+JOBS = 300
+
+
+def _blocks(sql: str) -> dict[str, str]:
+    """A migration's functions by statement name: from each ``-- name(params)`` line to the
+    next one."""
+    parts = re.split(r"^(?=-- [a-z_]+\([a-z_, ]*\)$)", sql, flags=re.MULTILINE)
+    found: dict[str, str] = {}
+    for part in parts:
+        match = re.match(r"-- ([a-z_]+)\(", part)
+        if match:
+            found[match[1]] = part.strip()
+    return found
+
+
+async def test_the_migrations_hold_the_functions_of_todays_statements(database_url: str) -> None:
+    """The last migration that makes a function holds the statement's text of today: change a
+    statement's SQL and this fails until a new migration replaces its function."""
+    latest: dict[str, str] = {}
+    for migration in migrations():
+        latest.update(_blocks(migration.sql))
+    assert sorted(latest) == sorted(POOLED)
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        for name in POOLED:
+            made = (await function_ddl(conn, name)).strip()
+            assert latest[name] == made, (
+                f"the function of {name} differs from its statement: add a migration with "
+                f"`python -m akadze.db.pooled URL`'s CREATE OR REPLACE FUNCTION {function_name(name)}"
+            )
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def bouncer_url(database_url: str, tmp_path: Path) -> AsyncIterator[str]:
+    """The test database through a PgBouncer in transaction mode."""
+    parts = urlsplit(plain(database_url))
+    bouncer = pgbouncer.PgBouncer(tmp_path / "pgbouncer", parts.hostname or "127.0.0.1", parts.port or 5432)
+    port = await bouncer.start()
+    try:
+        user = f"{parts.username}@" if parts.username else ""
+        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
+    finally:
+        await bouncer.stop()
+
+
+async def _function_calls(url: str) -> dict[str, int]:
+    """Calls of akadze's functions counted by the server (track_functions), by function name."""
+    conn = await asyncpg.connect(plain(url))
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = await conn.fetch(
+            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'akadze\\_%'"
+        )
+        return {row["funcname"]: row["calls"] for row in rows}
+    finally:
+        await conn.close()
+
+
+async def _drain_through(url: str) -> list[str]:
+    """Enqueue JOBS jobs and drain them with a worker on ``url``; the jobs' states."""
+    app = Akadze(database_url=url)
+    ran: list[int] = []
+
+    @app.task("pooled.job")
+    async def job(i: int) -> int:
+        ran.append(i)
+        return i
+
+    try:
+        await job.enqueue_many([{"i": i} for i in range(JOBS)])
+        await Worker(app, slots=20).run(burst=True, handle_signals=False)
+        async with app.engine.connect() as conn:
+            result = await conn.exec_driver_sql("SELECT state FROM akadze_jobs ORDER BY id")
+            states = [row[0] for row in result]
+    finally:
+        await app.dispose()
+    assert sorted(ran) == list(range(JOBS))  # each once
+    return states
+
+
+async def test_a_worker_behind_pgbouncer_claims_through_the_functions(
+    database_url: str, bouncer_url: str
+) -> None:
+    admin = await asyncpg.connect(plain(database_url))
+    try:
+        name = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
+    finally:
+        await admin.close()
+
+    assert await _drain_through(bouncer_url) == ["succeeded"] * JOBS
+
+    # the server counts the calls (an idle session reports its statistics within 10 s)
+    for _ in range(200):
+        calls = await _function_calls(database_url)
+        claims = sum(n for fn, n in calls.items() if fn.startswith("akadze_claim"))
+        if claims:
+            break
+        await asyncio.sleep(0.1)
+    assert claims >= 1, calls
+    assert set(calls) <= {function_name(name) for name in POOLED}
+
+
+async def test_without_the_functions_a_worker_behind_pgbouncer_runs_the_statements(
+    database_url: str, bouncer_url: str
+) -> None:
+    admin = await asyncpg.connect(plain(database_url))
+    try:
+        for name in POOLED:
+            await admin.execute(f"DROP FUNCTION {function_name(name)}")
+    finally:
+        await admin.close()
+    assert await _drain_through(bouncer_url) == ["succeeded"] * JOBS
+
+
+async def test_a_direct_worker_calls_no_function(database_url: str) -> None:
+    admin = await asyncpg.connect(plain(database_url))
+    try:
+        name = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
+    finally:
+        await admin.close()
+    assert await _drain_through(database_url) == ["succeeded"] * JOBS
+    await asyncio.sleep(1.0)  # what the workers' sessions counted has reached the server's statistics
+    assert await _function_calls(database_url) == {}
