@@ -14,6 +14,9 @@ round trip, and one transaction the pooler gives to one server connection, inste
 Parse/Describe round trip followed by the same Parse again with Bind and Execute. The server
 cannot tell such a statement that its result types changed (a schema change under a running
 worker): a run that fails drops its description, and the next one describes it again.
+
+The statements of the claim cycle (db/pooled.py) go behind a pooler as calls of their
+functions, whose plans the server keeps per session; on a schema without them, as themselves.
 """
 
 from __future__ import annotations
