@@ -73,6 +73,15 @@ PEERS: dict[str, Peer] = {
             "traces sampled at the root, batch processor, an exporter that drops the spans)",
         ),
         Peer(
+            "akadze_obs_1",
+            "akadze, metrics + tracing, a hundredth sampled",
+            "adapter_akadze.py",
+            None,
+            options={"observe": True, "sample": 0.01},
+            note="as akadze_obs, with a hundredth of the traces sampled at the root: what the "
+            "SDK's recorded spans cost, by difference",
+        ),
+        Peer(
             "akadze_obs_all",
             "akadze, metrics + tracing, every run recorded",
             "adapter_akadze.py",

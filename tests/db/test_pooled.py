@@ -1,28 +1,19 @@
-"""Behind a pooler, a worker's claim cycle runs through the functions of migration 0011
-(akadze.db.pooled): the migration holds today's statements, a worker through a real PgBouncer
-calls the functions and drains correctly, and without them it runs the statements as before."""
+"""The functions of migration 0011 (akadze.db.pooled): the migration holds today's statements,
+and a worker connected directly never calls them. Through a real PgBouncer:
+tests/faults/test_pooled_functions.py."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-import pytest
 
 from akadze import Akadze
 from akadze.db.migrate import migrations
 from akadze.db.pooled import POOLED, function_ddl, function_name
 from akadze.worker import Worker
-from tests.faults import pgbouncer
 from tests.support import plain
-
-pytestmark = pytest.mark.skipif(
-    not pgbouncer.available(), reason="pgbouncer is not installed (apt-get install pgbouncer)"
-)
 
 JOBS = 300
 
@@ -58,19 +49,6 @@ async def test_the_migrations_hold_the_functions_of_todays_statements(database_u
         await conn.close()
 
 
-@pytest.fixture
-async def bouncer_url(database_url: str, tmp_path: Path) -> AsyncIterator[str]:
-    """The test database through a PgBouncer in transaction mode."""
-    parts = urlsplit(plain(database_url))
-    bouncer = pgbouncer.PgBouncer(tmp_path / "pgbouncer", parts.hostname or "127.0.0.1", parts.port or 5432)
-    port = await bouncer.start()
-    try:
-        user = f"{parts.username}@" if parts.username else ""
-        yield urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
-    finally:
-        await bouncer.stop()
-
-
 async def _function_calls(url: str) -> dict[str, int]:
     """Calls of akadze's functions counted by the server (track_functions), by function name."""
     conn = await asyncpg.connect(plain(url))
@@ -104,41 +82,6 @@ async def _drain_through(url: str) -> list[str]:
         await app.dispose()
     assert sorted(ran) == list(range(JOBS))  # each once
     return states
-
-
-async def test_a_worker_behind_pgbouncer_claims_through_the_functions(
-    database_url: str, bouncer_url: str
-) -> None:
-    admin = await asyncpg.connect(plain(database_url))
-    try:
-        name = await admin.fetchval("SELECT current_database()")
-        await admin.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
-    finally:
-        await admin.close()
-
-    assert await _drain_through(bouncer_url) == ["succeeded"] * JOBS
-
-    # the server counts the calls (an idle session reports its statistics within 10 s)
-    for _ in range(200):
-        calls = await _function_calls(database_url)
-        claims = sum(n for fn, n in calls.items() if fn.startswith("akadze_claim"))
-        if claims:
-            break
-        await asyncio.sleep(0.1)
-    assert claims >= 1, calls
-    assert set(calls) <= {function_name(name) for name in POOLED}
-
-
-async def test_without_the_functions_a_worker_behind_pgbouncer_runs_the_statements(
-    database_url: str, bouncer_url: str
-) -> None:
-    admin = await asyncpg.connect(plain(database_url))
-    try:
-        for name in POOLED:
-            await admin.execute(f"DROP FUNCTION {function_name(name)}")
-    finally:
-        await admin.close()
-    assert await _drain_through(bouncer_url) == ["succeeded"] * JOBS
 
 
 async def test_a_direct_worker_calls_no_function(database_url: str) -> None:
