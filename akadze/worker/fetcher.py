@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +123,8 @@ class Fetcher:
         self._busy = False
         #: the last claim wrote outcomes (a job it sent back to queued is for the next claim)
         self._wrote = False
+        #: the poll timer while run() loops (_poll_due)
+        self._poll: asyncio.TimerHandle | None = None
         if self.claim_completing is not None:
             completer.claim_takes = self.takes_outcomes
 
@@ -183,8 +184,25 @@ class Fetcher:
             self._completer.flush()
 
     async def _serve(self, *, burst: bool) -> None:
+        self._poll = asyncio.get_running_loop().call_later(self.poll_interval_s, self._poll_due)
+        try:
+            await self._loop(burst=burst)
+        finally:
+            self._poll.cancel()
+            self._poll = None
+
+    def _poll_due(self) -> None:
+        """A poll interval passed: claim at the next turn (jobs may be ready that no NOTIFY
+        announced: a run_at come, a pooler that passes no LISTEN), and again an interval on.
+
+        One timer for the worker's life instead of a timeout per wait: a claim cycle waits
+        once or twice, and ``asyncio.wait_for`` made a task and a timer each time."""
+        self._hint = True
+        self._wake.set()
+        self._poll = asyncio.get_running_loop().call_later(self.poll_interval_s, self._poll_due)
+
+    async def _loop(self, *, burst: bool) -> None:
         delay = 0.1
-        next_poll = time.monotonic() + self.poll_interval_s
         while not self._stopping:
             free = self.free_slots()
             if burst and not self._running:
@@ -227,14 +245,10 @@ class Fetcher:
                     continue
             # no claim this turn: the outcomes left for one are written on their own
             self._completer.flush()
-            timeout = max(next_poll - time.monotonic(), 0.0)
             if burst and not self._running:
-                timeout = 0.0
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                self._hint = True
-                next_poll = time.monotonic() + self.poll_interval_s
+                self._hint = True  # nothing runs: look again at once (a claim finding nothing ends it)
+            elif not self._wake.is_set():
+                await self._wake.wait()
             self._wake.clear()
             # let outcomes that finish in the same turn free their slots before claiming
             await asyncio.sleep(0)
