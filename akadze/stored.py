@@ -17,6 +17,7 @@ import msgspec
 
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError
 from akadze.job import Job, JobError, JobState
+from akadze.trace_context import joined
 
 logger = logging.getLogger("akadze.db")
 
@@ -157,6 +158,10 @@ def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
         args, result = row["args"], row["result"]
         errors = _job_errors(row["errors"] or [], job_id)
     worker_id = row["worker_id"]
+    # absent from statements that do not select them; a traceparent alone is kept as its bytes
+    trace = row.get("trace_context")
+    if trace is None:
+        trace = joined(row.get("trace_parent"))
     # positional, in Job's field order (tests/test_stored.py holds the order to Job's)
     return Job(
         job_id,
@@ -179,8 +184,7 @@ def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
         row["started_at"],
         row["finished_at"],
         False,
-        # absent from statements that do not select it
-        row.get("trace_context"),
+        trace,
     )
 
 

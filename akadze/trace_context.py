@@ -35,13 +35,22 @@ def split(stored: str | None) -> tuple[str | None, bytes | None]:
     A traceparent alone, the common case, is kept as its 25 bytes in trace_parent (version 00,
     trace id, span id, flags; migration 0010): a third of the row width the JSON text took,
     in every row version the claim and the outcome write. Anything else stays JSON text in
-    trace_context. The database gives the JSON text back either way (sql.TRACE_CONTEXT)."""
+    trace_context. A job read back has the JSON text either way (:func:`joined`)."""
     if stored is None or len(stored) != _LENGTH or not stored.startswith(_PREFIX):
         return stored, None
     try:
         return None, bytes.fromhex(stored[19:51] + stored[52:68] + stored[69:71])
     except ValueError:
         return stored, None
+
+
+def joined(stored: bytes | None) -> str | None:
+    """The JSON text of a traceparent that :func:`split` kept as its 25 bytes (None for None,
+    and for bytes that are not 25: nothing akadze wrote)."""
+    if stored is None or len(stored) != 25:
+        return None
+    digits = stored.hex()
+    return f'{_PREFIX}{digits[:32]}-{digits[32:48]}-{digits[48:]}"}}'
 
 
 def parent(trace: Any, propagator: Any, stored: str) -> Any:

@@ -6,7 +6,7 @@ comments are allowed in the files (they are dropped before the parameters are re
 
 A file may name a fragment in braces, expanded here at load, for what several statements must
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.stored.row_to_job``
-reads it (JOB_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
+reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
 starts a job and what it returns (``{claim_picked}``: both, for the jobs of a CTE
 ``picked``); ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
 writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
@@ -58,31 +58,24 @@ JOB_COLUMNS = (
 JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
-def trace_context_of(table: str = "") -> str:
-    """The job's stored trace context as JSON text: trace_context, or the traceparent whose 25
-    bytes trace_parent keeps (akadze.trace_context.split; NULL when neither is set)."""
-    t = f"{table}." if table else ""
-    part = "encode(substring({t}trace_parent FROM {start} FOR {length}), 'hex')"
-    return (
-        f"COALESCE({t}trace_context, "
-        + '\'{"traceparent":"00-\' || '
-        + " || '-' || ".join(part.format(t=t, start=a, length=n) for a, n in ((1, 16), (17, 8), (25, 1)))
-        + " || '\"}')"
-    )
+#: a job row's columns: JOB_COLUMNS, then trace_parent, the 25 bytes of a stored traceparent
+#: (migration 0010), which akadze.stored.row_to_job makes the JSON of Job.trace_context when
+#: trace_context is NULL. Made there, not in SQL: the statement's three substrings, hex
+#: encodings and concatenations cost the claim of 50 traced jobs about 220 µs of the server's
+#: time, in the claim's critical path (docs/performance.md)
+ROW_COLUMNS = (*JOB_COLUMNS, "trace_parent")
 
 
 def _job_row(*, result: bool, table: str = "", named: bool = True) -> str:
     def column(name: str) -> str:
         if name == "result" and not result:
             return "NULL AS result"
-        if name == "trace_context":
-            return f"{trace_context_of(table)} AS trace_context" if named else trace_context_of(table)
         qualified = f"{table}.{name}" if table else name
         if name not in JSON_COLUMNS:
             return qualified
         return f"CAST({qualified} AS text) AS {name}" if named else f"CAST({qualified} AS text)"
 
-    return ",\n    ".join(column(name) for name in JOB_COLUMNS)
+    return ",\n    ".join(column(name) for name in ROW_COLUMNS)
 
 
 def _claim_set() -> str:
@@ -106,7 +99,7 @@ _INSERTED = frozenset({"id", "run_at", "created_at"})
 
 
 def _inserted_row() -> str:
-    return ",\n    ".join(f"job.{name}" if name in _INSERTED else f"NULL AS {name}" for name in JOB_COLUMNS)
+    return ",\n    ".join(f"job.{name}" if name in _INSERTED else f"NULL AS {name}" for name in ROW_COLUMNS)
 
 
 #: {name} in a .sql file -> its text
@@ -225,8 +218,8 @@ def completing(claim: str, complete: str) -> str:
     if not (claim.startswith(head) and claim.endswith(picked) and complete.startswith("WITH done AS (")):
         raise ValueError("a completing claim needs a claim ending in {claim_picked} and complete_batch")
     write, reply = complete.removeprefix("WITH ").split("\n)\nSELECT\n", 1)
-    claimed = ", ".join(f"claimed.{name}" for name in JOB_COLUMNS)
-    done = ", ".join(f"d.{name}" if name in _COMPLETED else f"NULL AS {name}" for name in JOB_COLUMNS)
+    claimed = ", ".join(f"claimed.{name}" for name in ROW_COLUMNS)
+    done = ", ".join(f"d.{name}" if name in _COMPLETED else f"NULL AS {name}" for name in ROW_COLUMNS)
     return (
         f"{head}{write}\n),\n{claim.removeprefix(head).removesuffix(picked).rstrip()},\n"
         f"claimed AS (\n{picked}\n)\n"

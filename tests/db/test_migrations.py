@@ -31,7 +31,7 @@ RELEASED = {
     (8, "claim_many_queues"): "53b3524836cf187f38f962ea06ac22c5f524b994b645b5726244c65c2216c83d",
     (9, "listing_failures"): "b9de9116ac0cb8c7ed4f888582a6edf070da342c088d6190d756ebeb6bc60e17",
     (10, "trace_parent"): "8c45905f32eb94ce6ebc66cac880ee7695ea46c3d691a3d30592b82b7be62894",
-    (11, "pooler_functions"): "87f1b18f0095d7696896993a9f90cd2d2a34cfd92beee504afb8a45772e7073e",
+    (11, "pooler_functions"): "e68fd14132830c07e706b217b0f480ce274393c0fb6e7e9326154f39cc451b5c",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

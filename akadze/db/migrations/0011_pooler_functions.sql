@@ -29,7 +29,8 @@ RETURNS TABLE (
     created_at timestamptz,
     started_at timestamptz,
     finished_at timestamptz,
-    trace_context text
+    trace_context text,
+    trace_parent bytea
 )
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
@@ -112,7 +113,8 @@ RETURNING
     j.created_at,
     j.started_at,
     j.finished_at,
-    COALESCE(j.trace_context, '{"traceparent":"00-' || encode(substring(j.trace_parent FROM 1 FOR 16), 'hex') || '-' || encode(substring(j.trace_parent FROM 17 FOR 8), 'hex') || '-' || encode(substring(j.trace_parent FROM 25 FOR 1), 'hex') || '"}') AS trace_context;
+    j.trace_context,
+    j.trace_parent;
 END
 $akadze$;
 
@@ -138,7 +140,8 @@ RETURNS TABLE (
     created_at timestamptz,
     started_at timestamptz,
     finished_at timestamptz,
-    trace_context text
+    trace_context text,
+    trace_parent bytea
 )
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
@@ -216,7 +219,8 @@ RETURNING
     j.created_at,
     j.started_at,
     j.finished_at,
-    COALESCE(j.trace_context, '{"traceparent":"00-' || encode(substring(j.trace_parent FROM 1 FOR 16), 'hex') || '-' || encode(substring(j.trace_parent FROM 17 FOR 8), 'hex') || '-' || encode(substring(j.trace_parent FROM 25 FOR 1), 'hex') || '"}') AS trace_context;
+    j.trace_context,
+    j.trace_parent;
 END
 $akadze$;
 
@@ -242,7 +246,8 @@ RETURNS TABLE (
     created_at timestamptz,
     started_at timestamptz,
     finished_at timestamptz,
-    trace_context text
+    trace_context text,
+    trace_parent bytea
 )
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
@@ -490,7 +495,8 @@ RETURNING
     j.created_at,
     j.started_at,
     j.finished_at,
-    COALESCE(j.trace_context, '{"traceparent":"00-' || encode(substring(j.trace_parent FROM 1 FOR 16), 'hex') || '-' || encode(substring(j.trace_parent FROM 17 FOR 8), 'hex') || '-' || encode(substring(j.trace_parent FROM 25 FOR 1), 'hex') || '"}') AS trace_context;
+    j.trace_context,
+    j.trace_parent;
 END
 $akadze$;
 
@@ -517,6 +523,7 @@ RETURNS TABLE (
     started_at timestamptz,
     finished_at timestamptz,
     trace_context text,
+    trace_parent bytea,
     written bool,
     notified bool
 )
@@ -654,12 +661,13 @@ RETURNING
     j.created_at,
     j.started_at,
     j.finished_at,
-    COALESCE(j.trace_context, '{"traceparent":"00-' || encode(substring(j.trace_parent FROM 1 FOR 16), 'hex') || '-' || encode(substring(j.trace_parent FROM 17 FOR 8), 'hex') || '-' || encode(substring(j.trace_parent FROM 25 FOR 1), 'hex') || '"}') AS trace_context
+    j.trace_context,
+    j.trace_parent
 )
-SELECT claimed.id, claimed.task, claimed.queue, claimed.state, claimed.priority, claimed.args, claimed.attempt, claimed.max_attempts, claimed.run, claimed.run_at, claimed.expires_at, claimed.cancel_requested, claimed.errors, claimed.result, claimed.worker_id, claimed.args_fp, claimed.created_at, claimed.started_at, claimed.finished_at, claimed.trace_context, false AS written, NULL AS notified
+SELECT claimed.id, claimed.task, claimed.queue, claimed.state, claimed.priority, claimed.args, claimed.attempt, claimed.max_attempts, claimed.run, claimed.run_at, claimed.expires_at, claimed.cancel_requested, claimed.errors, claimed.result, claimed.worker_id, claimed.args_fp, claimed.created_at, claimed.started_at, claimed.finished_at, claimed.trace_context, claimed.trace_parent, false AS written, NULL AS notified
 FROM claimed
 UNION ALL
-SELECT d.id, d.task, d.queue, d.state, NULL AS priority, NULL AS args, d.attempt, NULL AS max_attempts, d.run, d.run_at, NULL AS expires_at, NULL AS cancel_requested, NULL AS errors, NULL AS result, NULL AS worker_id, NULL AS args_fp, NULL AS created_at, NULL AS started_at, NULL AS finished_at, NULL AS trace_context, true AS written, d.notified
+SELECT d.id, d.task, d.queue, d.state, NULL AS priority, NULL AS args, d.attempt, NULL AS max_attempts, d.run, d.run_at, NULL AS expires_at, NULL AS cancel_requested, NULL AS errors, NULL AS result, NULL AS worker_id, NULL AS args_fp, NULL AS created_at, NULL AS started_at, NULL AS finished_at, NULL AS trace_context, NULL AS trace_parent, true AS written, d.notified
 FROM (
 SELECT
     id,
@@ -700,6 +708,7 @@ RETURNS TABLE (
     started_at timestamptz,
     finished_at timestamptz,
     trace_context text,
+    trace_parent bytea,
     written bool,
     notified bool
 )
@@ -832,12 +841,13 @@ RETURNING
     j.created_at,
     j.started_at,
     j.finished_at,
-    COALESCE(j.trace_context, '{"traceparent":"00-' || encode(substring(j.trace_parent FROM 1 FOR 16), 'hex') || '-' || encode(substring(j.trace_parent FROM 17 FOR 8), 'hex') || '-' || encode(substring(j.trace_parent FROM 25 FOR 1), 'hex') || '"}') AS trace_context
+    j.trace_context,
+    j.trace_parent
 )
-SELECT claimed.id, claimed.task, claimed.queue, claimed.state, claimed.priority, claimed.args, claimed.attempt, claimed.max_attempts, claimed.run, claimed.run_at, claimed.expires_at, claimed.cancel_requested, claimed.errors, claimed.result, claimed.worker_id, claimed.args_fp, claimed.created_at, claimed.started_at, claimed.finished_at, claimed.trace_context, false AS written, NULL AS notified
+SELECT claimed.id, claimed.task, claimed.queue, claimed.state, claimed.priority, claimed.args, claimed.attempt, claimed.max_attempts, claimed.run, claimed.run_at, claimed.expires_at, claimed.cancel_requested, claimed.errors, claimed.result, claimed.worker_id, claimed.args_fp, claimed.created_at, claimed.started_at, claimed.finished_at, claimed.trace_context, claimed.trace_parent, false AS written, NULL AS notified
 FROM claimed
 UNION ALL
-SELECT d.id, d.task, d.queue, d.state, NULL AS priority, NULL AS args, d.attempt, NULL AS max_attempts, d.run, d.run_at, NULL AS expires_at, NULL AS cancel_requested, NULL AS errors, NULL AS result, NULL AS worker_id, NULL AS args_fp, NULL AS created_at, NULL AS started_at, NULL AS finished_at, NULL AS trace_context, true AS written, d.notified
+SELECT d.id, d.task, d.queue, d.state, NULL AS priority, NULL AS args, d.attempt, NULL AS max_attempts, d.run, d.run_at, NULL AS expires_at, NULL AS cancel_requested, NULL AS errors, NULL AS result, NULL AS worker_id, NULL AS args_fp, NULL AS created_at, NULL AS started_at, NULL AS finished_at, NULL AS trace_context, NULL AS trace_parent, true AS written, d.notified
 FROM (
 SELECT
     id,
