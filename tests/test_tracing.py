@@ -348,3 +348,15 @@ async def test_a_run_of_a_trace_not_sampled_records_nothing_and_passes_the_trace
     assert follow_up is not None and follow_up.task == "order.ship"
     assert f"-{0xABC:032x}-" in (follow_up.trace_context or "")
     assert tracing._state.open == {}
+
+
+def test_joined_gives_back_the_json_that_split_kept_as_bytes() -> None:
+    from akadze import trace_context
+
+    stored = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+    kept, raw = trace_context.split(stored)
+    assert kept is None and raw is not None and len(raw) == 25
+    assert trace_context.joined(raw) == stored
+    # nothing akadze wrote: no parent rather than a malformed one
+    assert trace_context.joined(raw[:24]) is None
+    assert trace_context.joined(None) is None
