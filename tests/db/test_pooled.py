@@ -9,10 +9,11 @@ import re
 
 import asyncpg
 
-from akadze import Akadze
+from akadze import Akadze, Limit
 from akadze.db.migrate import migrations
 from akadze.db.pooled import POOLED, function_ddl, function_name
 from akadze.worker import Worker
+from akadze.worker.fetcher import MANY_QUEUES
 from tests.support import plain
 
 JOBS = 300
@@ -62,19 +63,25 @@ async def _function_calls(url: str) -> dict[str, int]:
         await conn.close()
 
 
-async def _drain_through(url: str) -> list[str]:
-    """Enqueue JOBS jobs and drain them with a worker on ``url``; the jobs' states."""
+async def _drain_through(url: str, *, claim: str = "claim") -> list[str]:
+    """Enqueue JOBS jobs and drain them with a worker on ``url``; the jobs' states. ``claim``
+    picks the worker's claim statement: "claim" (one queue), "claim_many" (a worker of more
+    than MANY_QUEUES queues), "claim_limited" (a task with a Limit)."""
     app = Akadze(database_url=url)
     ran: list[int] = []
+    queues = [f"q{n}" for n in range(MANY_QUEUES + 1)] if claim == "claim_many" else ["default"]
+    options = {"limit": Limit(concurrency=10)} if claim == "claim_limited" else {}
 
-    @app.task("pooled.job")
+    @app.task("pooled.job", **options)  # type: ignore[call-overload]
     async def job(i: int) -> int:
         ran.append(i)
         return i
 
     try:
-        await job.enqueue_many([{"i": i} for i in range(JOBS)])
-        await Worker(app, slots=20).run(burst=True, handle_signals=False)
+        for n, queue in enumerate(queues):
+            share = range(n, JOBS, len(queues))
+            await job.using(queue=queue).enqueue_many([{"i": i} for i in share])
+        await Worker(app, queues=queues, slots=20).run(burst=True, handle_signals=False)
         async with app.engine.connect() as conn:
             result = await conn.exec_driver_sql("SELECT state FROM akadze_jobs ORDER BY id")
             states = [row[0] for row in result]
