@@ -130,7 +130,7 @@ def _json_kind(value: Any) -> str:
 
 
 #: a state by its stored name: a dict look-up, several times cheaper than ``JobState(name)``
-_STATES: dict[str, JobState] = {state.value: state for state in JobState}
+STATES: dict[str, JobState] = {state.value: state for state in JobState}
 
 
 def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
@@ -167,7 +167,7 @@ def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
         job_id,
         row["task"],
         row["queue"],
-        _STATES[row["state"]],
+        STATES[row["state"]],
         row["priority"],
         args,
         row["attempt"],

@@ -14,9 +14,9 @@ from akadze.db.prepared import prepared
 from akadze.db.queries.connection import Connection, execute, fetch
 from akadze.db.sql import Statement, statement
 from akadze.flow import LimitParams
-from akadze.job import Job, JobState
+from akadze.job import Job
 from akadze.outcomes import Completed, Completion
-from akadze.stored import row_to_job
+from akadze.stored import STATES, row_to_job
 
 #: a job keeps at most this many error entries, the newest
 MAX_ERRORS = 20
@@ -151,7 +151,7 @@ def _completed(row: Any) -> Completed:
         row["id"],
         row["task"],
         row["queue"],
-        JobState(row["state"]),
+        STATES[row["state"]],
         row["attempt"],
         row["run"],
         row["run_at"],
