@@ -172,7 +172,9 @@ class _Hub:
         while self.waiters:
             poll_s = min(w.poll_s for w in self.waiters)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._notified.wait(), poll_s)
+                # never wait_for: on 3.11 it can swallow a cancel (see worker/listener.py)
+                async with asyncio.timeout(poll_s):
+                    await self._notified.wait()
             self._notified.clear()
             pending = [w for w in self.waiters if not w.future.done()]
             if not pending:

@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
@@ -40,6 +40,7 @@ from akadze.worker.listener import Listener
 from akadze.worker.pruner import pruner_service
 from akadze.worker.rescuer import rescuer_service
 from akadze.worker.scheduler import scheduler_service
+from akadze.worker.services import Service, cancel_services, start_service, start_task
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -49,9 +50,6 @@ logger = logging.getLogger("akadze.worker")
 _SOON = timedelta(milliseconds=50)
 #: how long a stopping worker waits for the events subscribers to take what it published
 _EVENTS_FLUSH_S = 5.0
-
-#: a maintenance service: runs beside the fetch loop until cancelled
-Service = Callable[["Worker"], Awaitable[None]]
 
 
 def _seconds(value: timedelta, label: str) -> float:
@@ -218,14 +216,14 @@ class Worker:
         )
         self._heartbeat.start()
         background: list[asyncio.Task[None]] = [
-            loop.create_task(_guard(service(self), service))
+            start_service(service, self)
             for service in self.services
             # a burst run drains and returns: it fires no schedules and prunes nothing
             if not burst or getattr(service, "in_burst", False)
         ]
         if self.listen and not burst:
             listener = Listener(self.app.engine, worker_id=self.id, queues=set(self.queues), wake=self.wake)
-            background.append(loop.create_task(listener.run()))
+            background.append(start_task(listener.run(), "listener"))
         logger.info("worker %s serving queues=%s slots=%d", self.id, ",".join(self.queues), self.slots)
         if not gc.get_freeze_count():
             # once per process: what is alive now (imports, the app) leaves the collector's
@@ -361,9 +359,7 @@ class Worker:
         self.fetcher.stop()
         await self._completer.drain()
         await self._completer.held.close(wait_s=self.lost_after_s)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        await cancel_services(background)
         if self._heartbeat is not None:
             await asyncio.to_thread(self._heartbeat.stop)
         if not await asyncio.to_thread(self.events.flush, _EVENTS_FLUSH_S):
@@ -378,12 +374,3 @@ class Worker:
             await self.fetcher.held.discard()
         await self.fetcher.held.close(wait_s=self.lost_after_s)
         logger.info("worker %s stopped after %d runs", self.id, self.runs)
-
-
-async def _guard(service: Awaitable[None], origin: Service) -> None:
-    try:
-        await service
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        logger.exception("worker service %s stopped", getattr(origin, "__name__", origin))

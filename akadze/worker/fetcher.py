@@ -338,4 +338,5 @@ class Fetcher:
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopped.wait(), seconds)
+            async with asyncio.timeout(seconds):  # never wait_for: see Listener.run
+                await self._stopped.wait()

@@ -64,7 +64,10 @@ class Listener:
                         async with raw_connection(self.engine) as sender:
                             await sender.execute(f"SELECT pg_notify('{CHANNEL}', $1)", self._probe)
                         try:
-                            await asyncio.wait_for(self._probed.wait(), timeout=3)
+                            # not asyncio.wait_for: on 3.11 it swallows a cancel that comes as
+                            # the probe arrives, and this task would wait for good at a stop
+                            async with asyncio.timeout(3):
+                                await self._probed.wait()
                         except TimeoutError:
                             logger.warning(
                                 "LISTEN/NOTIFY does not deliver here (a pooler in transaction mode in "

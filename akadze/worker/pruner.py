@@ -25,7 +25,8 @@ from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 
 if TYPE_CHECKING:
-    from akadze.worker import Service, Worker
+    from akadze.worker import Worker
+    from akadze.worker.services import Service
 
 logger = logging.getLogger("akadze.pruner")
 

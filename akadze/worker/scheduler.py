@@ -27,7 +27,8 @@ from akadze.schedule import Schedule, due_fire_times, fire_times, next_fire_afte
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
-    from akadze.worker import Service, Worker
+    from akadze.worker import Worker
+    from akadze.worker.services import Service
 
 logger = logging.getLogger("akadze.scheduler")
 
