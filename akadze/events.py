@@ -116,8 +116,10 @@ def event_of(
     wait_s: float | None = None,
     error_type: str | None = None,
     error_message: str | None = None,
+    at: float | None = None,
 ) -> Event:
-    """The event of ``job``'s transition from ``from_state`` to its state now."""
+    """The event of ``job``'s transition from ``from_state`` to its state now; ``at``: when
+    it committed (time.time(), now when None)."""
     return Event(
         kind,
         job.id,
@@ -132,7 +134,8 @@ def event_of(
         wait_s,
         error_type,
         worker_id,
-        error_message=error_message,
+        time.time() if at is None else at,
+        error_message,
     )
 
 

@@ -46,11 +46,24 @@ def split(stored: str | None) -> tuple[str | None, bytes | None]:
 
 def joined(stored: bytes | None) -> str | None:
     """The JSON text of a traceparent that :func:`split` kept as its 25 bytes (None for None,
-    and for bytes that are not 25: nothing akadze wrote)."""
+    and for bytes that are not 25: nothing akadze wrote).
+
+    The last one made is kept: the jobs of one ``enqueue_many`` share their producer span, and
+    a claim returns them side by side."""
+    global _last_joined
     if stored is None or len(stored) != 25:
         return None
+    last = _last_joined
+    if last[0] == stored:
+        return last[1]
     digits = stored.hex()
-    return f'{_PREFIX}{digits[:32]}-{digits[32:48]}-{digits[48:]}"}}'
+    text = f'{_PREFIX}{digits[:32]}-{digits[32:48]}-{digits[48:]}"}}'
+    _last_joined = (stored, text)
+    return text
+
+
+#: the last traceparent :func:`joined` made, and its bytes (one tuple, swapped whole)
+_last_joined: tuple[bytes, str] = (b"", "")
 
 
 def parent(trace: Any, propagator: Any, stored: str) -> Any:

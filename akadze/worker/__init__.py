@@ -20,24 +20,22 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-import msgspec
-
 from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.drift import DriftLog
-from akadze.events import Event, Kind, event_of
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, Completion, Verdict
+from akadze.outcomes import Completed, Completion
 from akadze.worker import signals
 from akadze.worker.cancels import cancel_service
-from akadze.worker.completer import Completer, end_event, store_result
+from akadze.worker.completer import Completer, store_result
 from akadze.worker.connection import HeldConnection, check_pool
 from akadze.worker.executor import execute
 from akadze.worker.fetcher import Fetcher
 from akadze.worker.heartbeat import Heartbeat
 from akadze.worker.listener import Listener
 from akadze.worker.pruner import pruner_service
+from akadze.worker.publishing import Publisher, Timing
 from akadze.worker.rescuer import rescuer_service
 from akadze.worker.scheduler import scheduler_service
 from akadze.worker.services import Service, cancel_services, start_service, start_task
@@ -140,7 +138,9 @@ class Worker:
         #: where this worker publishes the transitions it commits (the app's subscribers)
         self.events = app.events
         #: per running job: when its run started (monotonic) and how long it waited for it
-        self._timing: dict[tuple[int, int], tuple[float, float | None]] = {}
+        self._timing: dict[tuple[int, int], Timing] = {}
+        #: builds the events of this worker's transitions, published off the claim cycle
+        self.publisher = Publisher(self.events, self.id)
         self._heartbeat: Heartbeat | None = None
         self._completer = Completer(
             HeldConnection(app.engine),
@@ -160,6 +160,7 @@ class Worker:
             running=self._running,
             completer=self._completer,
             start=self._start_all,
+            publisher=self.publisher,
             healthy=lambda: self.healthy,
         )
 
@@ -249,26 +250,13 @@ class Worker:
 
     def _start_all(self, jobs: Sequence[Job]) -> None:
         """Start the runs of jobs a claim committed; publish one event per job."""
-        publish = self.events.active
-        claims: list[Event] | None = [] if publish and self.events.wants(Kind.CLAIMED) else None
+        self.publisher.claimed(jobs)
         loop = asyncio.get_running_loop()
         for job in jobs:
             if job.state is not JobState.RUNNING:
-                # cancelled or expired before it started: the claim ended it without a run
-                if publish:
-                    self.events.publish(event_of(Kind.CANCELLED, job, JobState.QUEUED, worker_id=self.id))
-                continue
-            wait_s = None
-            if publish:
-                if job.started_at is not None:
-                    wait_s = (job.started_at - job.run_at).total_seconds()
-                if claims is not None:  # only the wait histogram takes them
-                    claims.append(
-                        event_of(Kind.CLAIMED, job, JobState.QUEUED, worker_id=self.id, wait_s=wait_s)
-                    )
-            self._timing[job.id, job.run] = (time.monotonic(), wait_s)
+                continue  # cancelled or expired before it started: the claim ended it without a run
+            self._timing[job.id, job.run] = (time.monotonic(), job)
             self._running[job.id, job.run] = loop.create_task(self._run_one(job))
-        self.events.publish_all(Kind.CLAIMED, claims or ())
 
     async def _run_one(self, job: Job) -> None:
         try:
@@ -284,20 +272,7 @@ class Worker:
         if not completion.committed:
             self._completer.add(completion)
             return
-        started, wait_s = self._timing.pop((job.id, job.run), (None, None))
-        if self.events.active:
-            duration_s = time.monotonic() - started if started is not None else None
-            committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
-            event = event_of(
-                Kind.COMMITTED,
-                committed,
-                JobState.RUNNING,
-                worker_id=self.id,
-                outcome=Verdict.SUCCEEDED,
-                duration_s=duration_s,
-                wait_s=wait_s,
-            )
-            self.events.publish(event)
+        self.publisher.committed(job, self._timing.pop((job.id, job.run), None))
 
     def _written(self, batch: Sequence[Completion], jobs: Sequence[Completed]) -> None:
         # slots held by unwritten outcomes may be free again, and places in limits
@@ -313,24 +288,23 @@ class Worker:
                         ended.job_id,
                         ended.run,
                     )
-        publish = self.events.active
         # below INFO with no other subscriber, only runs that ended with an error are logged
-        failures = publish or self.events.failures_active
-        decided = {(ended.job_id, ended.run): ended.transition for ended in batch} if failures else {}
-        now = time.monotonic()
+        publish = self.events.active
+        timing = self._timing
+        if publish or self.events.failures_active:
+            decided = {(ended.job_id, ended.run): ended.transition for ended in batch}
+            timings = [timing.pop((job.id, job.run), None) for job in jobs]
+            self.publisher.ended(jobs, decided, timings, errors_only=not publish)
+        else:
+            for job in jobs:
+                timing.pop((job.id, job.run), None)
         soon: datetime | None = None
-        ended_events: list[Event] = []
         for job in jobs:
-            started, wait_s = self._timing.pop((job.id, job.run), (None, None))
-            if failures and (publish or decided[job.id, job.run].error_type is not None):
-                duration_s = now - started if started is not None else None
-                ended_events.append(end_event(job, decided[job.id, job.run], self.id, duration_s, wait_s))
             if job.state is JobState.QUEUED:
                 soon = soon or datetime.now(UTC) + _SOON
                 if job.run_at <= soon:
                     # a retry or snooze due about now: no NOTIFY announces it
                     self.wake()
-        self.events.publish_all(Kind.ENDED, ended_events)
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         self._stopping = True

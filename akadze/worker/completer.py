@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
-from akadze.events import Event, Kind, event_of
 from akadze.hooks import transitions_written
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
@@ -246,27 +245,6 @@ async def store_result(engine: AsyncEngine, job: Job, result: str, give_up_after
                 type(exc).__qualname__,
             )
             return False
-
-
-def end_event(
-    job: Completed, decided: Transition, worker_id: str, duration_s: float | None, wait_s: float | None
-) -> Event:
-    """The ENDED event of a run whose outcome ``decided`` was written as ``job``: a cancel
-    request or an expiry applied at the write makes it cancelled, whatever the run decided."""
-    outcome = decided.verdict
-    if job.state is JobState.CANCELLED and outcome is not Verdict.LOST:
-        outcome = Verdict.CANCELLED
-    return event_of(
-        Kind.ENDED,
-        job,
-        JobState.RUNNING,
-        worker_id=worker_id,
-        outcome=outcome,
-        duration_s=duration_s,
-        wait_s=wait_s,
-        error_type=decided.error_type,
-        error_message=decided.error_message,
-    )
 
 
 def _never() -> bool:

@@ -29,6 +29,7 @@ from akadze.worker.connection import HeldConnection
 if TYPE_CHECKING:
     from akadze.app import Akadze
     from akadze.worker.completer import Completer
+    from akadze.worker.publishing import Publisher
 
 logger = logging.getLogger("akadze.worker")
 
@@ -75,6 +76,8 @@ class Fetcher:
         completer: its outcome writer (read: the backlog that holds slots).
         start: starts the runs of the jobs a claim returned (and publishes their events).
         healthy: False while heartbeats fail: claim nothing then.
+        publisher: the worker's events, published while a claim is in flight or before the
+            loop waits (akadze/worker/publishing.py).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class Fetcher:
         completer: Completer,
         start: Callable[[Sequence[Job]], None],
         healthy: Callable[[], bool],
+        publisher: Publisher,
     ) -> None:
         self.worker_id = worker_id
         self.queues = list(queues)
@@ -111,6 +115,7 @@ class Fetcher:
         self._completer = completer
         self._start = start
         self._healthy = healthy
+        self._publisher = publisher
         self._wake = asyncio.Event()
         self._hint = True
         self._stopping = False
@@ -177,10 +182,13 @@ class Fetcher:
     async def run(self, *, burst: bool) -> None:
         """Claim until stop(); with ``burst``, until a claim finds nothing and nothing runs."""
         self._serving = True
+        self._publisher.deferring = True
         try:
             await self._serve(burst=burst)
         finally:
             self._serving = False
+            self._publisher.deferring = False
+            self._publisher.flush()
             self._completer.flush()
 
     async def _serve(self, *, burst: bool) -> None:
@@ -209,6 +217,7 @@ class Fetcher:
                 # what the claim decides from must include every outcome written (a retry due
                 # now is work left); the outcomes still waiting are written by the claim itself
                 # when it can, and then it claims again before giving up
+                self._publisher.flush()
                 await self._completer.drain(flush=not self._folds())
                 self._hint = True
             if free > 0 and self._hint and self._healthy():
@@ -223,6 +232,7 @@ class Fetcher:
                     self._hint = True
                     self._busy = True
                     try:
+                        self._publisher.flush()
                         await self.held.discard()
                         await self._sleep(delay)
                     finally:
@@ -248,6 +258,7 @@ class Fetcher:
             if burst and not self._running:
                 self._hint = True  # nothing runs: look again at once (a claim finding nothing ends it)
             elif not self._wake.is_set():
+                self._publisher.flush()  # nothing else to do meanwhile
                 await self._wake.wait()
             self._wake.clear()
             # let outcomes that finish in the same turn free their slots before claiming
@@ -256,6 +267,9 @@ class Fetcher:
     async def _claim_into(self, free: int) -> list[Job]:
         self._busy = True
         self._wrote = False
+        # the events waiting are published while the claim's statement is in flight: it is
+        # sent before this task first waits, and the callback runs at the loop's next turn
+        asyncio.get_running_loop().call_soon(self._publisher.flush)
         try:
             async with asyncio.timeout(self.timeout_s):
                 if self._unsure:

@@ -1,0 +1,171 @@
+"""The events a worker publishes (claimed, ended, committed, cancelled at its claim), built and
+handed to the events seam off the claim cycle's critical path.
+
+A worker drains in cycles: a claim's reply, its runs, the next claim (which also writes their
+outcomes), its reply. The worker waits for each reply; building and counting the events of a
+cycle in between lengthened every cycle (metrics on: about 2.5 µs per job of a 20 µs cycle
+per job). While the fetcher loops, a publication therefore waits for its next quiet moment:
+the round trip of the next claim statement (the fetcher calls :meth:`Publisher.flush` as soon
+as the statement is sent), or the moment it would wait for a wake-up. It is late by at most
+one claim's round trip, in the order published; each event still carries the time of the
+commit it reports (``Event.at``). Outside the fetcher's loop (a stopping worker) it is
+published at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from akadze.events import Event, Kind, event_of
+from akadze.job import Job, JobState
+from akadze.outcomes import Completed, Transition, Verdict
+
+if TYPE_CHECKING:
+    from akadze.events import Events
+
+#: what the worker keeps of a running job for its events: when the run started
+#: (time.monotonic()) and the job as claimed (its wait, from run_at to started_at)
+Timing = tuple[float, Job]
+
+
+class Publisher:
+    def __init__(self, events: Events, worker_id: str) -> None:
+        self.events = events
+        self.worker_id = worker_id
+        #: True while the fetcher loops: publications wait for its flush()
+        self.deferring = False
+        self._pending: list[Callable[[], None]] = []
+
+    def flush(self) -> None:
+        """Publish what waits, in order."""
+        while self._pending:
+            pending, self._pending = self._pending, []
+            for publish in pending:
+                publish()
+
+    def _later(self, publish: Callable[[], None]) -> None:
+        if self.deferring:
+            self._pending.append(publish)
+        else:
+            publish()
+
+    def claimed(self, jobs: Sequence[Job]) -> None:
+        """A claim committed: CLAIMED for each job it started, CANCELLED for each it ended
+        without a run (a cancel requested, or an expiry, before the claim)."""
+        if self.events.active:
+            self._later(functools.partial(self._claimed, jobs, time.time()))
+
+    def ended(
+        self,
+        jobs: Sequence[Completed],
+        decided: dict[tuple[int, int], Transition],
+        timings: list[Timing | None],
+        errors_only: bool,
+    ) -> None:
+        """Outcomes were written: ENDED for each of ``jobs`` (as written), whose runs decided
+        ``decided`` and started at ``timings`` (same order); ``errors_only``: only the runs
+        that ended with an error (the transition log line's share below INFO)."""
+        self._later(
+            functools.partial(self._ended, jobs, decided, timings, errors_only, time.monotonic(), time.time())
+        )
+
+    def committed(self, job: Job, timing: Timing | None) -> None:
+        """A run's ``complete_tx()`` committed its job (succeeded)."""
+        if self.events.active:
+            self._later(functools.partial(self._committed, job, timing, time.monotonic(), time.time()))
+
+    def _claimed(self, jobs: Sequence[Job], at: float) -> None:
+        events = self.events
+        claims: list[Event] | None = [] if events.wants(Kind.CLAIMED) else None
+        for job in jobs:
+            if job.state is not JobState.RUNNING:
+                events.publish(
+                    event_of(Kind.CANCELLED, job, JobState.QUEUED, worker_id=self.worker_id, at=at)
+                )
+            elif claims is not None:  # only the wait histogram takes them
+                claims.append(
+                    event_of(
+                        Kind.CLAIMED,
+                        job,
+                        JobState.QUEUED,
+                        worker_id=self.worker_id,
+                        wait_s=wait_of(job),
+                        at=at,
+                    )
+                )
+        events.publish_all(Kind.CLAIMED, claims or ())
+
+    def _ended(
+        self,
+        jobs: Sequence[Completed],
+        decided: dict[tuple[int, int], Transition],
+        timings: list[Timing | None],
+        errors_only: bool,
+        now: float,
+        at: float,
+    ) -> None:
+        ended: list[Event] = []
+        for job, timing in zip(jobs, timings, strict=True):
+            transition = decided[job.id, job.run]
+            if errors_only and transition.error_type is None:
+                continue
+            if timing is None:
+                duration_s = wait_s = None
+            else:
+                duration_s, wait_s = now - timing[0], wait_of(timing[1])
+            ended.append(end_event(job, transition, self.worker_id, duration_s, wait_s, at=at))
+        self.events.publish_all(Kind.ENDED, ended)
+
+    def _committed(self, job: Job, timing: Timing | None, now: float, at: float) -> None:
+        committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
+        self.events.publish(
+            event_of(
+                Kind.COMMITTED,
+                committed,
+                JobState.RUNNING,
+                worker_id=self.worker_id,
+                outcome=Verdict.SUCCEEDED,
+                duration_s=now - timing[0] if timing is not None else None,
+                wait_s=wait_of(timing[1]) if timing is not None else None,
+                at=at,
+            )
+        )
+
+
+def end_event(
+    job: Completed,
+    decided: Transition,
+    worker_id: str,
+    duration_s: float | None,
+    wait_s: float | None,
+    *,
+    at: float | None = None,
+) -> Event:
+    """The ENDED event of a run whose outcome ``decided`` was written as ``job``: a cancel
+    request or an expiry applied at the write makes it cancelled, whatever the run decided."""
+    outcome = decided.verdict
+    if job.state is JobState.CANCELLED and outcome is not Verdict.LOST:
+        outcome = Verdict.CANCELLED
+    return event_of(
+        Kind.ENDED,
+        job,
+        JobState.RUNNING,
+        worker_id=worker_id,
+        outcome=outcome,
+        duration_s=duration_s,
+        wait_s=wait_s,
+        error_type=decided.error_type,
+        error_message=decided.error_message,
+        at=at,
+    )
+
+
+def wait_of(job: Job) -> float | None:
+    """How long ``job`` waited to start: from its run_at to its claim (the database's clock)."""
+    started = job.started_at
+    return (started - job.run_at).total_seconds() if started is not None else None

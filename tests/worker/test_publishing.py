@@ -1,0 +1,66 @@
+"""A worker publishes its events off the claim cycle (akadze/worker/publishing.py): while the
+next claim is in flight, or before it waits. Nothing is lost or reordered by that, each event
+carries the time of its commit, and a lone job's events do not wait for a poll."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+from akadze import Akadze, Retry
+from akadze.events import Event, Kind
+from akadze.worker import Worker
+from tests.conftest import wait_until
+
+
+async def test_a_serving_worker_publishes_a_lone_jobs_events_without_waiting_for_a_poll(
+    app: Akadze,
+) -> None:
+    events: list[Event] = []
+    app.subscribe(events.append)
+
+    @app.task("lone")
+    async def lone() -> None: ...
+
+    worker = Worker(app, slots=4, poll_interval=timedelta(seconds=60))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await wait_until(lambda: worker.fetcher._serving)
+        await asyncio.sleep(0.3)  # the first claim found nothing: the worker waits for a wake-up
+        enqueued = time.time()
+        job = await lone.enqueue()
+        await wait_until(lambda: any(e.kind is Kind.ENDED and e.job_id == job.id for e in events), timeout=5)
+    finally:
+        worker.stop()
+        await serving
+    mine = [e.kind for e in events if e.job_id == job.id]
+    assert mine == [Kind.CLAIMED, Kind.ENDED]
+    assert all(enqueued <= e.at <= time.time() for e in events if e.job_id == job.id)
+
+
+async def test_a_drain_publishes_every_event_in_order(app: Akadze) -> None:
+    events: list[Event] = []
+    app.subscribe(events.append)
+    tries: dict[int, int] = {}
+
+    @app.task("flaky")
+    async def flaky(i: int) -> None:
+        tries[i] = tries.get(i, 0) + 1
+        if i % 5 == 0 and tries[i] == 1:
+            raise Retry(delay=timedelta(0))
+
+    await flaky.enqueue_many([{"i": i} for i in range(300)])
+    worker = Worker(app, slots=20)
+    assert await worker.run(burst=True, handle_signals=False) == 360
+    assert app.events.flush(5)
+    by_run: dict[tuple[int, int], list[Event]] = {}
+    for event in events:
+        by_run.setdefault((event.job_id, event.run), []).append(event)
+    assert len(by_run) == 360
+    for run_events in by_run.values():
+        assert [e.kind for e in run_events] == [Kind.CLAIMED, Kind.ENDED]
+        claimed, ended = run_events
+        # each carries the time of its commit: a claim before the write of its outcome
+        assert claimed.at <= ended.at
+        assert ended.duration_s is not None and ended.wait_s is not None
