@@ -278,17 +278,24 @@ class Events:
             except Exception:
                 self._log_failure(tally)
         logged = kind in _LOGGED
-        if (
-            kind in self._queued_kinds
-            or any(kind in kinds for kinds, _ in self._filtered)
-            or (logged and transition_logger.isEnabledFor(logging.INFO))
-        ):
-            for event in events:
-                self._queue_one(event)
-        elif logged and transition_logger.isEnabledFor(logging.WARNING):
-            for event in events:  # the log line takes the ends with an error only
-                if event.error_type is not None:
-                    self._queue_one(event)
+        if kind in self._queued_kinds or (logged and transition_logger.isEnabledFor(logging.INFO)):
+            self._enqueue(events)
+            return
+        # the events thread takes only some: those a filter accepts, and the ends with an
+        # error that the log line logs at WARNING
+        accepts = [accept for kinds, accept in self._filtered if kind in kinds]
+        errors = logged and transition_logger.isEnabledFor(logging.WARNING)
+        if len(accepts) == 1 and not errors:
+            accept = accepts[0]
+            self._enqueue([event for event in events if accept(event)])
+        elif accepts or errors:
+            self._enqueue(
+                [
+                    event
+                    for event in events
+                    if (errors and event.error_type is not None) or any(a(event) for a in accepts)
+                ]
+            )
 
     def _queue_one(self, event: Event) -> None:
         kind = event.kind
@@ -301,13 +308,20 @@ class Events:
                     break
             else:
                 return  # nobody on the events thread takes it: not queued, the thread not woken
-        queue = self._queue
-        if len(queue) >= self.max_queued:
-            self.dropped += 1
-            self._log_drops()
+        self._enqueue((event,))
+
+    def _enqueue(self, events: Sequence[Event]) -> None:
+        """Queue ``events``, all taken by some subscriber on the events thread."""
+        if not events:
             return
-        self._published += 1
-        queue.append(event)
+        queue = self._queue
+        room = self.max_queued - len(queue)
+        if room < len(events):
+            self.dropped += len(events) - max(room, 0)
+            self._log_drops()
+            events = events[: max(room, 0)]
+        self._published += len(events)
+        queue.extend(events)
         if self._thread is None:
             self._start()
         if not self._ready.is_set():

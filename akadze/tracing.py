@@ -171,10 +171,12 @@ def start_run(app: Akadze, job: Job) -> Any:
     else by the events thread as the run's outcome is committed, with the run's start time.
     A run that makes no span of its own costs the event loop no SDK work.
     """
-    if not wanted():
+    if not (_state.on or wanted()):
         return None
     trace = _state.trace
-    parent, sampled = _parent_of(job.trace_context)
+    stored, last = job.trace_context, _state.last_parent
+    # the jobs of one enqueue_many share their producer's context, side by side in a claim
+    parent, sampled = (last[1], last[2]) if stored and last[0] == stored else _parent_of(stored)
     if not sampled:
         # the producer's trace was not sampled: nor is the run (as the SDK's default
         # sampler, ParentBased, decides); its context is current for propagation only

@@ -290,12 +290,10 @@ class Worker:
                     )
         # below INFO with no other subscriber, only runs that ended with an error are logged
         publish = self.events.active
-        timing = self._timing
         if publish or self.events.failures_active:
-            decided = {(ended.job_id, ended.run): ended.transition for ended in batch}
-            timings = [timing.pop((job.id, job.run), None) for job in jobs]
-            self.publisher.ended(jobs, decided, timings, errors_only=not publish)
+            self.publisher.ended(batch, jobs, self._timing, errors_only=not publish)
         else:
+            timing = self._timing
             for job in jobs:
                 timing.pop((job.id, job.run), None)
         soon: datetime | None = None

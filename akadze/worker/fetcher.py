@@ -217,7 +217,7 @@ class Fetcher:
                 # what the claim decides from must include every outcome written (a retry due
                 # now is work left); the outcomes still waiting are written by the claim itself
                 # when it can, and then it claims again before giving up
-                self._publisher.flush()
+                self._publisher.flush_soon()
                 await self._completer.drain(flush=not self._folds())
                 self._hint = True
             if free > 0 and self._hint and self._healthy():
@@ -258,7 +258,9 @@ class Fetcher:
             if burst and not self._running:
                 self._hint = True  # nothing runs: look again at once (a claim finding nothing ends it)
             elif not self._wake.is_set():
-                self._publisher.flush()  # nothing else to do meanwhile
+                # after the runs just started have taken their first step: a claim that
+                # follows them publishes the events while in flight instead
+                self._publisher.flush_soon()
                 await self._wake.wait()
             self._wake.clear()
             # let outcomes that finish in the same turn free their slots before claiming

@@ -14,6 +14,7 @@ published at once.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ import msgspec
 
 from akadze.events import Event, Kind, event_of
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, Transition, Verdict
+from akadze.outcomes import Completed, Completion, Transition, Verdict
 
 if TYPE_CHECKING:
     from akadze.events import Events
@@ -40,9 +41,21 @@ class Publisher:
         #: True while the fetcher loops: publications wait for its flush()
         self.deferring = False
         self._pending: list[Callable[[], None]] = []
+        #: a flush_soon() is scheduled
+        self._soon = False
+
+    def flush_soon(self) -> None:
+        """Publish what waits two turns of the loop on: after what is ready now (the first
+        steps of the runs a claim just started) and after what they wake at their end (the
+        next claim, whose statement is then in flight as this runs)."""
+        if self._pending and not self._soon:
+            self._soon = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self.flush)
 
     def flush(self) -> None:
         """Publish what waits, in order."""
+        self._soon = False
         while self._pending:
             pending, self._pending = self._pending, []
             for publish in pending:
@@ -62,16 +75,17 @@ class Publisher:
 
     def ended(
         self,
+        batch: Sequence[Completion],
         jobs: Sequence[Completed],
-        decided: dict[tuple[int, int], Transition],
-        timings: list[Timing | None],
+        timing: dict[tuple[int, int], Timing],
+        *,
         errors_only: bool,
     ) -> None:
         """Outcomes were written: ENDED for each of ``jobs`` (as written), whose runs decided
-        ``decided`` and started at ``timings`` (same order); ``errors_only``: only the runs
-        that ended with an error (the transition log line's share below INFO)."""
+        ``batch`` and started as ``timing`` says (their entries are taken out); ``errors_only``:
+        only the runs that ended with an error (the transition log line's share below INFO)."""
         self._later(
-            functools.partial(self._ended, jobs, decided, timings, errors_only, time.monotonic(), time.time())
+            functools.partial(self._ended, batch, jobs, timing, errors_only, time.monotonic(), time.time())
         )
 
     def committed(self, job: Job, timing: Timing | None) -> None:
@@ -102,22 +116,24 @@ class Publisher:
 
     def _ended(
         self,
+        batch: Sequence[Completion],
         jobs: Sequence[Completed],
-        decided: dict[tuple[int, int], Transition],
-        timings: list[Timing | None],
+        timing: dict[tuple[int, int], Timing],
         errors_only: bool,
         now: float,
         at: float,
     ) -> None:
+        decided = {(ended.job_id, ended.run): ended.transition for ended in batch}
         ended: list[Event] = []
-        for job, timing in zip(jobs, timings, strict=True):
+        for job in jobs:
+            started = timing.pop((job.id, job.run), None)
             transition = decided[job.id, job.run]
             if errors_only and transition.error_type is None:
                 continue
-            if timing is None:
+            if started is None:
                 duration_s = wait_s = None
             else:
-                duration_s, wait_s = now - timing[0], wait_of(timing[1])
+                duration_s, wait_s = now - started[0], wait_of(started[1])
             ended.append(end_event(job, transition, self.worker_id, duration_s, wait_s, at=at))
         self.events.publish_all(Kind.ENDED, ended)
 
