@@ -288,7 +288,13 @@ class Events:
         if len(accepts) == 1 and not errors:
             accept = accepts[0]
             self._enqueue([event for event in events if accept(event)])
-        elif accepts or errors:
+        elif not accepts:
+            if errors:
+                self._enqueue([event for event in events if event.error_type is not None])
+        elif len(accepts) == 1:
+            accept = accepts[0]
+            self._enqueue([event for event in events if event.error_type is not None or accept(event)])
+        else:
             self._enqueue(
                 [
                     event

@@ -3,13 +3,13 @@ handed to the events seam off the claim cycle's critical path.
 
 A worker drains in cycles: a claim's reply, its runs, the next claim (which also writes their
 outcomes), its reply. The worker waits for each reply; building and counting the events of a
-cycle in between lengthened every cycle (metrics on: about 2.5 µs per job of a 20 µs cycle
-per job). While the fetcher loops, a publication therefore waits for its next quiet moment:
-the round trip of the next claim statement (the fetcher calls :meth:`Publisher.flush` as soon
-as the statement is sent), or the moment it would wait for a wake-up. It is late by at most
-one claim's round trip, in the order published; each event still carries the time of the
-commit it reports (``Event.at``). Outside the fetcher's loop (a stopping worker) it is
-published at once.
+cycle in between lengthened every cycle (metrics and tracing on: 0.86x the drain rate).
+While the fetcher loops, a publication therefore waits for the next claim's round trip: the
+fetcher schedules :meth:`Publisher.flush` as it sends the statement, and the flush runs while
+the server works. When the fetcher waits instead, :meth:`Publisher.flush_soon` publishes two
+turns of the loop on, after the runs just started and what their ends wake. Events come in
+the order published, late by about one round trip; each carries the time of the commit it
+reports (``Event.at``). Outside the fetcher's loop (a stopping worker) they go out at once.
 """
 
 from __future__ import annotations
