@@ -285,22 +285,12 @@ class Events:
         # error that the log line logs at WARNING
         accepts = [accept for kinds, accept in self._filtered if kind in kinds]
         errors = logged and transition_logger.isEnabledFor(logging.WARNING)
-        if len(accepts) == 1 and not errors:
+        if len(accepts) == 1:  # one comprehension, no generator per event
             accept = accepts[0]
-            self._enqueue([event for event in events if accept(event)])
-        elif not accepts:
-            if errors:
-                self._enqueue([event for event in events if event.error_type is not None])
-        elif len(accepts) == 1:
-            accept = accepts[0]
-            self._enqueue([event for event in events if event.error_type is not None or accept(event)])
-        else:
+            self._enqueue([e for e in events if (errors and e.error_type is not None) or accept(e)])
+        elif accepts or errors:
             self._enqueue(
-                [
-                    event
-                    for event in events
-                    if (errors and event.error_type is not None) or any(a(event) for a in accepts)
-                ]
+                [e for e in events if (errors and e.error_type is not None) or any(a(e) for a in accepts)]
             )
 
     def _queue_one(self, event: Event) -> None:

@@ -82,31 +82,20 @@ class RunMetrics:
         self._series: dict[tuple[str, str], _Series] = {}
 
     def __call__(self, events: Sequence[Event]) -> None:
-        # a publication is of one kind (Events.tally)
-        if events and events[0].kind is Kind.CLAIMED:
-            self._waited(events)
-        else:
-            self._ended(events)
-
-    def _waited(self, events: Sequence[Event]) -> None:
-        task = queue = None
-        with self._lock:
-            for event in events:
-                if event.task != task or event.queue != queue:
-                    task, queue = event.task, event.queue
-                    waits = (self._series.get((task, queue)) or self._new(event)).waits
-                wait = event.wait_s
-                if wait is not None:
-                    waits[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
-                    waits[-1] += wait if wait > 0.0 else 0.0
-
-    def _ended(self, events: Sequence[Event]) -> None:
+        claims = bool(events) and events[0].kind is Kind.CLAIMED  # a publication is of one kind
         task = queue = None
         with self._lock:
             for event in events:
                 if event.task != task or event.queue != queue:
                     task, queue = event.task, event.queue
                     series = self._series.get((task, queue)) or self._new(event)
+                if claims:
+                    wait = event.wait_s
+                    if wait is not None:
+                        waits = series.waits
+                        waits[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
+                        waits[-1] += wait if wait > 0.0 else 0.0
+                    continue
                 outcome = event.outcome
                 if outcome is None:
                     continue  # a cancel before any run, a requeue, a schedule fire: not a run

@@ -15,7 +15,10 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from akadze import Akadze, Limit
 from akadze.app import normalize_url
+from akadze.worker import Worker
+from akadze.worker.fetcher import MANY_QUEUES
 from tests.conftest import with_database
 
 #: the checkout's root, for subprocesses that import akadze and tests.apps
@@ -156,3 +159,48 @@ def module_database(request: pytest.FixtureRequest, server_url: str, template_db
     else:
         asyncio.run(execute(url, _RESET))
     return url
+
+
+#: the jobs drain_through enqueues and drains
+POOLED_JOBS = 300
+
+
+async def function_calls(url: str) -> dict[str, int]:
+    """Calls of akadze's functions counted by the server (track_functions), by function name."""
+    conn = await asyncpg.connect(plain(url))
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = await conn.fetch(
+            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'akadze\\_%'"
+        )
+        return {row["funcname"]: row["calls"] for row in rows}
+    finally:
+        await conn.close()
+
+
+async def drain_through(url: str, *, claim: str = "claim") -> list[str]:
+    """Enqueue POOLED_JOBS jobs and drain them with a worker on ``url``; the jobs' states. ``claim``
+    picks the worker's claim statement: "claim" (one queue), "claim_many" (a worker of more
+    than MANY_QUEUES queues), "claim_limited" (a task with a Limit)."""
+    app = Akadze(database_url=url)
+    ran: list[int] = []
+    queues = [f"q{n}" for n in range(MANY_QUEUES + 1)] if claim == "claim_many" else ["default"]
+    options = {"limit": Limit(concurrency=10)} if claim == "claim_limited" else {}
+
+    @app.task("pooled.job", **options)  # type: ignore[call-overload]
+    async def job(i: int) -> int:
+        ran.append(i)
+        return i
+
+    try:
+        for n, queue in enumerate(queues):
+            share = range(n, POOLED_JOBS, len(queues))
+            await job.using(queue=queue).enqueue_many([{"i": i} for i in share])
+        await Worker(app, queues=queues, slots=20).run(burst=True, handle_signals=False)
+        async with app.engine.connect() as conn:
+            result = await conn.exec_driver_sql("SELECT state FROM akadze_jobs ORDER BY id")
+            states = [row[0] for row in result]
+    finally:
+        await app.dispose()
+    assert sorted(ran) == list(range(POOLED_JOBS))  # each once
+    return states

@@ -9,14 +9,9 @@ import re
 
 import asyncpg
 
-from akadze import Akadze, Limit
 from akadze.db.migrate import migrations
 from akadze.db.pooled import POOLED, function_ddl, function_name
-from akadze.worker import Worker
-from akadze.worker.fetcher import MANY_QUEUES
-from tests.support import plain
-
-JOBS = 300
+from tests.support import POOLED_JOBS, drain_through, function_calls, plain
 
 
 def _blocks(sql: str) -> dict[str, str]:
@@ -50,47 +45,6 @@ async def test_the_migrations_hold_the_functions_of_todays_statements(database_u
         await conn.close()
 
 
-async def _function_calls(url: str) -> dict[str, int]:
-    """Calls of akadze's functions counted by the server (track_functions), by function name."""
-    conn = await asyncpg.connect(plain(url))
-    try:
-        await conn.execute("SELECT pg_stat_clear_snapshot()")
-        rows = await conn.fetch(
-            "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname LIKE 'akadze\\_%'"
-        )
-        return {row["funcname"]: row["calls"] for row in rows}
-    finally:
-        await conn.close()
-
-
-async def _drain_through(url: str, *, claim: str = "claim") -> list[str]:
-    """Enqueue JOBS jobs and drain them with a worker on ``url``; the jobs' states. ``claim``
-    picks the worker's claim statement: "claim" (one queue), "claim_many" (a worker of more
-    than MANY_QUEUES queues), "claim_limited" (a task with a Limit)."""
-    app = Akadze(database_url=url)
-    ran: list[int] = []
-    queues = [f"q{n}" for n in range(MANY_QUEUES + 1)] if claim == "claim_many" else ["default"]
-    options = {"limit": Limit(concurrency=10)} if claim == "claim_limited" else {}
-
-    @app.task("pooled.job", **options)  # type: ignore[call-overload]
-    async def job(i: int) -> int:
-        ran.append(i)
-        return i
-
-    try:
-        for n, queue in enumerate(queues):
-            share = range(n, JOBS, len(queues))
-            await job.using(queue=queue).enqueue_many([{"i": i} for i in share])
-        await Worker(app, queues=queues, slots=20).run(burst=True, handle_signals=False)
-        async with app.engine.connect() as conn:
-            result = await conn.exec_driver_sql("SELECT state FROM akadze_jobs ORDER BY id")
-            states = [row[0] for row in result]
-    finally:
-        await app.dispose()
-    assert sorted(ran) == list(range(JOBS))  # each once
-    return states
-
-
 async def test_a_direct_worker_calls_no_function(database_url: str) -> None:
     admin = await asyncpg.connect(plain(database_url))
     try:
@@ -98,6 +52,6 @@ async def test_a_direct_worker_calls_no_function(database_url: str) -> None:
         await admin.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
     finally:
         await admin.close()
-    assert await _drain_through(database_url) == ["succeeded"] * JOBS
+    assert await drain_through(database_url) == ["succeeded"] * POOLED_JOBS
     await asyncio.sleep(1.0)  # what the workers' sessions counted has reached the server's statistics
-    assert await _function_calls(database_url) == {}
+    assert await function_calls(database_url) == {}

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from akadze.db.pooled import POOLED, function_name
-from tests.db.test_pooled import JOBS, _drain_through, _function_calls
+from tests.support import POOLED_JOBS, drain_through, function_calls
 
 from . import pgbouncer
 from .scenarios import Env
@@ -43,13 +43,13 @@ async def test_a_worker_behind_pgbouncer_claims_through_the_functions(
     finally:
         await admin.close()
 
-    assert await _drain_through(bouncer_url, claim=claim) == ["succeeded"] * JOBS
+    assert await drain_through(bouncer_url, claim=claim) == ["succeeded"] * POOLED_JOBS
 
     # the server counts the calls (an idle session reports its statistics within 10 s): the
     # worker's claim, alone or writing outcomes (claim_limited never writes them)
     forms = {function_name(claim), function_name(f"{claim}_completing")}
     for _ in range(200):
-        calls = await _function_calls(fault_env.dsn)
+        calls = await function_calls(fault_env.dsn)
         claims = sum(n for fn, n in calls.items() if fn in forms)
         if claims:
             break
@@ -67,4 +67,4 @@ async def test_without_the_functions_a_worker_behind_pgbouncer_runs_the_statemen
             await admin.execute(f"DROP FUNCTION {function_name(name)}")
     finally:
         await admin.close()
-    assert await _drain_through(bouncer_url) == ["succeeded"] * JOBS
+    assert await drain_through(bouncer_url) == ["succeeded"] * POOLED_JOBS
