@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -28,6 +29,8 @@ from akadze.outcomes import Completed, Completion, Transition, Verdict
 
 if TYPE_CHECKING:
     from akadze.events import Events
+
+logger = logging.getLogger("akadze.events")
 
 #: what the worker keeps of a running job for its events: when the run started
 #: (time.monotonic()) and the job as claimed (its wait, from run_at to started_at)
@@ -59,13 +62,13 @@ class Publisher:
         while self._pending:
             pending, self._pending = self._pending, []
             for publish in pending:
-                publish()
+                _publish(publish)
 
     def _later(self, publish: Callable[[], None]) -> None:
         if self.deferring:
             self._pending.append(publish)
         else:
-            publish()
+            _publish(publish)
 
     def claimed(self, jobs: Sequence[Job]) -> None:
         """A claim committed: CLAIMED for each job it started, CANCELLED for each it ended
@@ -179,6 +182,14 @@ def end_event(
         error_message=decided.error_message,
         at=at,
     )
+
+
+def _publish(publish: Callable[[], None]) -> None:
+    """Build and publish: a failure loses those events only, never the loop or a transition."""
+    try:
+        publish()
+    except Exception:
+        logger.exception("the events of a committed transition could not be published (skipped)")
 
 
 def wait_of(job: Job) -> float | None:

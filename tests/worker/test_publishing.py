@@ -5,13 +5,18 @@ carries the time of its commit, and a lone job's events do not wait for a poll."
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import timedelta
+
+import pytest
 
 from akadze import Akadze, Retry
 from akadze.events import Event, Kind
 from akadze.worker import Worker
+from akadze.worker.publishing import Publisher
 from tests.conftest import wait_until
+from tests.support import fetchval
 
 
 async def test_a_serving_worker_publishes_a_lone_jobs_events_without_waiting_for_a_poll(
@@ -64,3 +69,23 @@ async def test_a_drain_publishes_every_event_in_order(app: Akadze) -> None:
         # each carries the time of its commit: a claim before the write of its outcome
         assert claimed.at <= ended.at
         assert ended.duration_s is not None and ended.wait_s is not None
+
+
+async def test_events_that_cannot_be_built_are_logged_and_the_drain_goes_on(
+    app: Akadze, database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    app.subscribe(lambda event: None)
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("building failed")
+
+    monkeypatch.setattr(Publisher, "_ended", broken)
+
+    @app.task("fine")
+    async def fine(i: int) -> None: ...
+
+    await fine.enqueue_many([{"i": i} for i in range(100)])
+    with caplog.at_level(logging.ERROR, logger="akadze.events"):
+        assert await Worker(app, slots=10).run(burst=True, handle_signals=False) == 100
+    assert "could not be published" in caplog.text
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 100
