@@ -14,6 +14,8 @@ from typing import Any
 TRACEPARENT_ONLY = '{"traceparent":"00-%032x-%016x-%02x"}'
 _PREFIX = '{"traceparent":"00-'
 _LENGTH = len(TRACEPARENT_ONLY % (0, 0, 0))
+#: a traceparent as split() stores it: trace id (16 bytes), span id (8) and flags (1)
+_STORED_BYTES = 25
 
 
 def carrier(trace: Any, propagator: Any, span_context: Any) -> str | None:
@@ -51,7 +53,7 @@ def joined(stored: bytes | None) -> str | None:
     The last one made is kept: the jobs of one ``enqueue_many`` share their producer span, and
     a claim returns them side by side."""
     global _last_joined
-    if stored is None or len(stored) != 25:
+    if stored is None or len(stored) != _STORED_BYTES:
         return None
     last = _last_joined
     if last[0] == stored:
