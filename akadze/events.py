@@ -86,7 +86,7 @@ class Event(msgspec.Struct, frozen=True, gc=False):
     error_type: str | None = None
     #: the worker that published the event (None outside a worker)
     worker_id: str | None = None
-    #: wall-clock time the event was built, just after the commit (time.time())
+    #: wall-clock time of the transition's commit (time.time(), taken just after it)
     at: float = msgspec.field(default_factory=time.time)
     #: the message of the run's error entry, as stored on the job (the task's own words:
     #: never arguments, unless the task put them in its exception)

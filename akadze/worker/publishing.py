@@ -8,8 +8,10 @@ While the fetcher loops, a publication therefore waits for the next claim's roun
 fetcher schedules :meth:`Publisher.flush` as it sends the statement, and the flush runs while
 the server works. When the fetcher waits instead, :meth:`Publisher.flush_soon` publishes two
 turns of the loop on, after the runs just started and what their ends wake. Events come in
-the order published, late by about one round trip; each carries the time of the commit it
-reports (``Event.at``). Outside the fetcher's loop (a stopping worker) they go out at once.
+the order published, late by about one round trip, and never by more than MAX_DELAY_S (a
+claim hung on a silent connection, a back-off: a timer flushes them); each carries the time
+of the commit it reports (``Event.at``). Outside the fetcher's loop (a stopping worker) they
+go out at once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ logger = logging.getLogger("akadze.events")
 #: (time.monotonic()) and the job as claimed (its wait, from run_at to started_at)
 Timing = tuple[float, Job]
 
+#: a publication waits at most about this long for the fetcher's next flush (one timer per
+#: interval while publications come, not one per publication)
+MAX_DELAY_S = 0.05
+
 
 class Publisher:
     def __init__(self, events: Events, worker_id: str) -> None:
@@ -46,6 +52,9 @@ class Publisher:
         self._pending: list[Callable[[], None]] = []
         #: a flush_soon() is scheduled
         self._soon = False
+        #: the timer that publishes what waits past MAX_DELAY_S (a claim or a back-off that
+        #: takes long: the fetcher reaches none of its flushes meanwhile)
+        self._late: asyncio.TimerHandle | None = None
 
     def flush_soon(self) -> None:
         """Publish what waits two turns of the loop on: after what is ready now (the first
@@ -65,10 +74,16 @@ class Publisher:
                 _publish(publish)
 
     def _later(self, publish: Callable[[], None]) -> None:
-        if self.deferring:
-            self._pending.append(publish)
-        else:
+        if not self.deferring:
             _publish(publish)
+            return
+        self._pending.append(publish)
+        if self._late is None:
+            self._late = asyncio.get_running_loop().call_later(MAX_DELAY_S, self._flush_late)
+
+    def _flush_late(self) -> None:
+        self._late = None
+        self.flush()
 
     def claimed(self, jobs: Sequence[Job]) -> None:
         """A claim committed: CLAIMED for each job it started, CANCELLED for each it ended
@@ -126,10 +141,11 @@ class Publisher:
         now: float,
         at: float,
     ) -> None:
+        # every run's timing is taken out first: an event that fails to build leaks none
+        timings = [timing.pop((job.id, job.run), None) for job in jobs]
         decided = {(ended.job_id, ended.run): ended.transition for ended in batch}
         ended: list[Event] = []
-        for job in jobs:
-            started = timing.pop((job.id, job.run), None)
+        for job, started in zip(jobs, timings, strict=True):
             transition = decided[job.id, job.run]
             if errors_only and transition.error_type is None:
                 continue

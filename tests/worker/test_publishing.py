@@ -14,7 +14,7 @@ import pytest
 from akadze import Akadze, Retry
 from akadze.events import Event, Kind
 from akadze.worker import Worker
-from akadze.worker.publishing import Publisher
+from akadze.worker.publishing import MAX_DELAY_S, Publisher
 from tests.conftest import wait_until
 from tests.support import fetchval
 
@@ -89,3 +89,17 @@ async def test_events_that_cannot_be_built_are_logged_and_the_drain_goes_on(
         assert await Worker(app, slots=10).run(burst=True, handle_signals=False) == 100
     assert "could not be published" in caplog.text
     assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'succeeded'") == 100
+
+
+async def test_a_publication_waits_no_longer_than_max_delay_when_no_flush_comes(app: Akadze) -> None:
+    """A fetcher stuck in one await (a claim on a silent connection) reaches none of its
+    flushes: a timer publishes what waits."""
+    publisher = Publisher(app.events, "w")
+    publisher.deferring = True
+    published: list[float] = []
+    deferred = time.monotonic()
+    publisher._later(lambda: published.append(time.monotonic()))
+    publisher._later(lambda: published.append(time.monotonic()))
+    assert published == []
+    await wait_until(lambda: len(published) == 2, timeout=2)
+    assert published[0] - deferred < MAX_DELAY_S + 0.5
