@@ -260,12 +260,7 @@ class Events:
     def publish(self, event: Event) -> None:
         """Hand ``event`` to the tallies, then queue it for the events thread if a subscriber
         there takes it; drop it (counted) when the queue is full."""
-        for tally in self._tallies_of[event.kind]:
-            try:
-                tally((event,))
-            except Exception:
-                self._log_failure(tally)
-        self._queue_one(event)
+        self.publish_all(event.kind, (event,))
 
     def publish_all(self, kind: Kind, events: Sequence[Event]) -> None:
         """:meth:`publish` for the events of one claim or one outcome batch, all of ``kind``:
@@ -292,19 +287,6 @@ class Events:
             self._enqueue(
                 [e for e in events if (errors and e.error_type is not None) or any(a(e) for a in accepts)]
             )
-
-    def _queue_one(self, event: Event) -> None:
-        kind = event.kind
-        if kind not in self._queued_kinds and not (
-            kind in _LOGGED
-            and transition_logger.isEnabledFor(logging.INFO if event.error_type is None else logging.WARNING)
-        ):
-            for kinds, accept in self._filtered:
-                if kind in kinds and accept(event):
-                    break
-            else:
-                return  # nobody on the events thread takes it: not queued, the thread not woken
-        self._enqueue((event,))
 
     def _enqueue(self, events: Sequence[Event]) -> None:
         """Queue ``events``, all taken by some subscriber on the events thread."""

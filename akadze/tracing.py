@@ -174,9 +174,7 @@ def start_run(app: Akadze, job: Job) -> Any:
     if not (_state.on or wanted()):
         return None
     trace = _state.trace
-    stored, last = job.trace_context, _state.last_parent
-    # the jobs of one enqueue_many share their producer's context, side by side in a claim
-    parent, sampled = (last[1], last[2]) if stored and last[0] == stored else _parent_of(stored)
+    parent, sampled = _parent_of(job.trace_context)
     if not sampled:
         # the producer's trace was not sampled: nor is the run (as the SDK's default
         # sampler, ParentBased, decides); its context is current for propagation only
