@@ -29,19 +29,25 @@ FINISHED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 _FINISHED = frozenset(FINISHED_STATES)
 
 
-class JobError(msgspec.Struct, frozen=True):
+class JobError(msgspec.Struct, frozen=True, gc=False):
     attempt: int
     at: str
     type: str
     message: str
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, gc=False):
     """A job row as the database last returned it (immutable; a msgspec Struct: cheap to build).
 
     ``attempt`` counts spent attempts (0 before any run). ``run`` is the fencing counter: it
     grows by one at every claim, and a write from an older run changes nothing.
     ``args`` and ``result`` are the stored JSON; never log them.
+
+    Not tracked by the garbage collector (``gc=False``): a batch enqueue returns a Job per row
+    and a claim one per job, and tracked ones made the collector's young generations fill and
+    promote, so full collections came sooner (docs/performance.md, "Enqueue"). A Job holds no
+    reference back to anything that holds it, so it cannot be part of a cycle unless its
+    ``args`` or ``result`` are made to hold the Job itself; such a cycle is never freed.
     """
 
     id: int

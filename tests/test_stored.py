@@ -3,6 +3,7 @@ lands on the field of its name, with JSON columns as text (the claim's form) and
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -65,3 +66,15 @@ def test_decoded_columns_and_a_claimed_row_without_errors_or_result() -> None:
     del row["trace_context"]
     bare = row_to_job(row, json_text=True)
     assert bare.worker_id is None and bare.trace_context is None
+
+
+def test_jobs_and_their_errors_are_not_tracked_by_the_collector() -> None:
+    # a batch enqueue returns a Job per row and a claim one per job: tracked, they brought full
+    # collections sooner (akadze/job.py)
+    job = row_to_job(
+        _row(args='{"to": "a@b.c"}', errors=msgspec.json.encode([_ERROR]).decode(), result="{}"),
+        json_text=True,
+    )
+    assert not gc.is_tracked(job)
+    assert not gc.is_tracked(job.errors[0])
+    assert not gc.is_tracked(msgspec.structs.replace(job, id=8))
