@@ -209,6 +209,9 @@ async def retention_trial(h: Harness, variant: str) -> dict[str, Any]:
     return out
 
 
+#: the cores /proc/stat's busy share is of
+CORES = os.cpu_count() or 1
+
 XACTS_SQL = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
 
 
@@ -309,6 +312,11 @@ def summary(records: list[dict[str, Any]], variants: list[str], base: str) -> st
                 f"{1000 * r['cpu_s'] / r['started']:.3f}" for r in mine
             )
             extra += "; machine CPU busy " + ", ".join(f"{r['cpu_busy']:.0%}" for r in mine)
+            # every core's busy time over the drain per job started: p4x_direct's over p1_direct's
+            # is how much dearer a job is when the cores are full (bench.cycle_costs uses it)
+            extra += "; machine CPU µs/job " + ", ".join(
+                f"{1e6 * r['cpu_busy'] * CORES / r['rate']:.1f}" for r in mine
+            )
         lines.append(
             f"| {v} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {extra} |"
