@@ -118,7 +118,7 @@ async def worker_round(url: str, slots: int, jobs: int) -> dict[str, float]:
     from akadze.worker import Worker
 
     await _fill(url, jobs)
-    app = Akadze(database_url=url)
+    app = Akadze(database_url=url, pool_size=slots)  # a connection for every run, as the worker advises
 
     @app.task("bench.noop", queue="default")
     async def noop(i: int) -> None: ...
