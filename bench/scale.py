@@ -24,6 +24,8 @@ their order rotates each repeat; figures are medians (min-max), ratios taken wit
   (diagnostics) are p1_direct and p4_direct on a database with ``synchronous_commit = off``: how
   much of the gap is commits waiting for their WAL flush. Each trial also records the machine's
   CPU busy share over the drain (/proc/stat: every process of the machine, not only these).
+  ``--variants`` runs some of them (p1_direct always: the ratios' base); ``--task-us N`` makes
+  every run spend N µs of CPU before it returns (its thread's clock), for tasks that do work.
 - cli_rss: the ``akadze worker scale_worker:cli_app --burst --slots`` command itself (a process
   of its own, as a deployment runs it) drains the jobs; its peak RSS is ``ru_maxrss`` of the
   child, read by a wrapper (RUSAGE_CHILDREN). ``cli_after`` runs --akadze-ref, ``cli_before``
@@ -230,7 +232,7 @@ async def processes_trial(h: Harness, variant: str, bouncer_port: int | None) ->
         slots = [a.slots] * n
     else:
         slots = [a.slots // n + (1 if k < a.slots % n else 0) for k in range(n)]
-    reqs = [{"dsn": dsn, "slots": s, "mode": "burst", "prune": None} for s in slots]
+    reqs = [{"dsn": dsn, "slots": s, "mode": "burst", "prune": None, "task_us": a.task_us} for s in slots]
     conn = await asyncpg.connect(url)
     try:
         before = await conn.fetchval(XACTS_SQL)
@@ -354,6 +356,12 @@ async def main_async(args: argparse.Namespace) -> None:
     else:
         variants = ["p1_direct", "p4_direct", "p4x_direct", "p1_bouncer", "p4_bouncer"]
         variants += [] if args.no_diagnostics else ["p1_nosync", "p4_nosync"]
+        if args.variants:
+            unknown = set(args.variants) - set(variants)
+            if unknown or "p1_direct" not in args.variants:
+                raise SystemExit(f"--variants: p1_direct and some of {', '.join(variants)}")
+            variants = [v for v in variants if v in args.variants]
+        meta["task_us"] = args.task_us
         base = "p1_direct"
         from tests.faults.pgbouncer import PgBouncer
 
@@ -402,6 +410,15 @@ def main() -> None:
     ap.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
     ap.add_argument(
         "--no-diagnostics", action="store_true", help="processes: leave out p1_nosync and p4_nosync"
+    )
+    ap.add_argument(
+        "--task-us", type=float, default=0.0, help="processes: CPU µs each run spends (0: no-op tasks)"
+    )
+    ap.add_argument(
+        "--variants",
+        type=lambda v: v.split(","),
+        default=None,
+        help="processes: which to run (with p1_direct)",
     )
     ap.add_argument("--akadze-ref", default=None)
     ap.add_argument("--base-ref", default=None, help="cli_rss: the earlier version")

@@ -2,7 +2,8 @@
 
     python bench/scale_worker.py '<JSON request>'
 
-The request: ``dsn``, ``slots``, ``mode`` (``burst``: ``Worker.run(burst=True)``, returning once
+The request: ``dsn``, ``slots``, ``task_us`` (CPU each run spends, on the thread's clock;
+0 or absent: a no-op), ``mode`` (``burst``: ``Worker.run(burst=True)``, returning once
 no ready job is left; ``serve``: ``Worker.run()`` with every service, stopped gracefully once
 ``expect`` jobs have started) and ``prune`` (null: no pruner; or ``retention_s`` and
 ``interval_s``: the app's retention and a pruner pass that often, the first at once). The
@@ -41,11 +42,17 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
     app = Akadze(database_url=req["dsn"], **options)
     starts: list[float] = []
     expect = int(req.get("expect") or 0)
+    #: CPU seconds each run spends before it returns (0: a no-op)
+    work_s = float(req.get("task_us") or 0) / 1e6
     enough = asyncio.Event()
 
     @app.task("bench.noop", queue="default")
     async def noop(i: int) -> None:
         starts.append(time.perf_counter())
+        if work_s:
+            until = time.thread_time() + work_s
+            while time.thread_time() < until:
+                pass
         if expect and len(starts) >= expect:
             enough.set()
 
