@@ -121,7 +121,9 @@ async def run(dsn: str, rounds: int, calls: int, batch: int, ablation: bool) -> 
                 await raw.fetchrow(INSERT_ONE, json.dumps({"i": i}))
 
         def on_table(table: str) -> Callable[[int], Awaitable[None]]:
-            text = stmt.pg.replace("akadze_jobs", table)
+            # the insert's table only: the NOTIFY keeps its channel
+            text = stmt.pg.replace("INSERT INTO akadze_jobs ", f"INSERT INTO {table} ", 1)
+            assert table == "akadze_jobs" or text != stmt.pg
 
             async def insert(i: int) -> None:
                 await raw.fetch(text, *akadze_params(i))
