@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import time
@@ -63,23 +62,15 @@ async def _fill(url: str, jobs: int) -> None:
 
 
 def _outcomes(rows: list[Any]) -> str:
-    """complete_batch's batch for the claimed ``rows``: each succeeded."""
-    return json.dumps(
-        [
-            {
-                "id": r["id"],
-                "run": r["run"],
-                "state": "succeeded",
-                "attempt": r["attempt"],
-                "delay_s": None,
-                "result": None,
-                "error": None,
-                "cancellable": True,
-                "priority": None,
-            }
-            for r in rows
-        ]
-    )
+    """complete_batch's batch for the claimed ``rows``, each succeeded, in the worker's own
+    encoding (akadze.db.queries.runs)."""
+    from akadze.db.queries.runs import _batch_encoder, _CompletionRow
+
+    batch = [
+        _CompletionRow(r["id"], r["run"], "succeeded", r["attempt"], None, None, None, True, None)
+        for r in rows
+    ]
+    return _batch_encoder.encode(batch).decode()
 
 
 async def server_round(url: str, k: int, jobs: int) -> dict[str, float]:
