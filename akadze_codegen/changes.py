@@ -17,6 +17,9 @@ Order = Literal["worker first", "producers first", "in steps", "any order"]
 
 @dataclass(frozen=True, slots=True)
 class Change:
+    """One change between two manifests: its verdict for deployed producers, where it is,
+    what it is, and the deploy order."""
+
     verdict: Verdict
     #: ``task`` or ``task(param.field[*])``
     where: str
@@ -27,6 +30,7 @@ class Change:
     topic: str = field(default="", compare=False)
 
     def render(self, width: int = 0) -> str:
+        """The line ``akadze codegen diff`` prints, ``where`` padded to ``width``."""
         label = "BREAKING" if self.verdict == "breaking" else "safe"
         return f"{label:<9}{self.where:<{width}}  {self.what}  [{self.order}]"
 

@@ -8,14 +8,8 @@ import keyword
 from collections.abc import Sequence
 
 from akadze_codegen import nodes, signature as ir
-from akadze_codegen.annotations import (
-    Scope,
-    alias_hint,
-    annotation,
-    field_annotation,
-    literal_value,
-    referenced_names as _referenced,
-)
+from akadze_codegen.annotations import annotation, literal_value, referenced_names as _referenced
+from akadze_codegen.layout import Scope, alias_hint, field_annotation
 
 _ENUM_BASES = {
     "enum": "_enum.Enum",
@@ -29,6 +23,7 @@ _ENUM_BASES = {
 
 
 def definition_code(definition: ir.Definition, scope: Scope) -> str:
+    """The source of one mirror class (Struct, TypedDict, NamedTuple or enum) in ``scope``."""
     if isinstance(definition, ir.EnumDef):
         return _enum(definition, scope)
     if isinstance(definition, ir.StructDef):
@@ -41,6 +36,7 @@ def definition_code(definition: ir.Definition, scope: Scope) -> str:
 
 
 def docstring(text: str, indent: str = "    ") -> str:
+    """``text`` as a one-line docstring at ``indent``, with nothing that could end it early."""
     clean = text.replace("\\", "/").replace('"', "'").strip()
     return f'{indent}"""{clean}"""\n'
 
@@ -110,7 +106,7 @@ def _struct(definition: ir.StructDef, scope: Scope) -> str:
 
 
 def _struct_field(f: ir.Field, name: str, scope: Scope, hint: str) -> str:
-    """One field line, short enough for ruff to leave alone (see annotations.fit)."""
+    """One field line, short enough for ruff to leave alone (see layout.fit)."""
     node = f.type
     if f.literal_default and isinstance(f.type, ir.Lit):
         value = nodes.code(literal_value(f.type.values[0], scope))
@@ -142,6 +138,7 @@ def _struct_field(f: ir.Field, name: str, scope: Scope, hint: str) -> str:
 
 
 def quoted(text: str) -> str:
+    """``text`` as a Python string literal, quoted as ruff prefers."""
     return nodes.code(nodes.string(text))
 
 
@@ -166,6 +163,7 @@ def _typeddict(definition: ir.TypedDictDef, scope: Scope) -> str:
 def typeddict_class(
     name: str, doc: str, fields: Sequence[ir.Field] | Sequence[ir.Param], scope: Scope, owner: str = ""
 ) -> str:
+    """A TypedDict class of ``fields`` (a task's arguments or a mirror); optional ones ``NotRequired``."""
     lines = _class_head(f"class {name}(_t.TypedDict):\n", doc, bool(fields))
     for f in fields:
         wrap = "" if f.required else "_t.NotRequired"

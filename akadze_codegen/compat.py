@@ -114,6 +114,7 @@ class TypeComparison:
         return changes
 
     def pair(self, old: _Member, new: _Member, where: str, path: str, task: str) -> list[Change]:
+        """Changes between one old union member and the new member it is matched with."""
         (o, om), (n, nm) = old, new
         changes = _constraints(om, nm, where)
         if isinstance(o, ir.Prim) and isinstance(n, ir.Prim):

@@ -73,6 +73,8 @@ def _read_source(spec: str, cwd: Path) -> tuple[bytes, str]:
 
 
 def parse_manifest(raw: bytes, label: str) -> ir.Manifest:
+    """A manifest from its bytes; ManifestInputError (one line, naming ``label``) if it is
+    not one this akadze reads."""
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:

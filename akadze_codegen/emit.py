@@ -16,15 +16,9 @@ from typing import Any
 import libcst as cst
 
 from akadze_codegen import nodes, signature as ir
-from akadze_codegen.annotations import (
-    ALIAS_NAME_LIMITS,
-    IMPORTS,
-    STDLIB,
-    Scope,
-    annotation,
-    refs as _refs,
-)
+from akadze_codegen.annotations import IMPORTS, STDLIB, annotation, refs as _refs
 from akadze_codegen.classes import definition_code, docstring, quoted, typeddict_class
+from akadze_codegen.layout import ALIAS_NAME_LIMITS, Scope
 from akadze_codegen.naming import class_name
 from akadze_codegen.write import CONTENT_PREFIX, MANIFEST_FILE, MARKER, content_hash
 

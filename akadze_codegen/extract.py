@@ -26,6 +26,8 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 class Result(msgspec.Struct, omit_defaults=True):
+    """What the discovery subprocess prints: the manifest, the problems, or a load error."""
+
     manifest: Manifest | None = None
     problems: list[CodegenProblem] = []
     #: the app path names nothing loadable (akadze.app_path's one-line message)
@@ -33,6 +35,7 @@ class Result(msgspec.Struct, omit_defaults=True):
 
 
 def main(argv: list[str]) -> int:
+    """The discovery subprocess's entry point; prints one Result as JSON, returns the exit code."""
     if len(argv) != 2:
         sys.stderr.write("usage: python -m akadze_codegen.extract module:attr\n")
         return 2

@@ -71,6 +71,7 @@ class Walker:
         self.renames: dict[str, str] = {}
 
     def problem(self, where: str, message: str, fix: str = "") -> ir.Prim:
+        """Record a problem (the walk goes on) and stand ``Any`` in for the type."""
         self.problems.append(CodegenProblem(where, message, fix))
         return ir.Prim("any")
 
@@ -124,6 +125,7 @@ class Walker:
     # -- types -----------------------------------------------------------------------------
 
     def walk(self, tp: Any, where: str) -> ir.TypeNode:
+        """The IR node of the annotation ``tp`` met at ``where``; problems are recorded, not raised."""
         if tp is Any or tp is object:
             return ir.Prim("any")
         if tp is None or tp is type(None):

@@ -71,6 +71,7 @@ def rename(node: ir.TypeNode, names: Mapping[str, str]) -> ir.TypeNode:
 
 
 def rename_definition(definition: ir.Definition, name: str, names: Mapping[str, str]) -> ir.Definition:
+    """``definition`` under its mirror ``name``, its references renamed by ``names``."""
     if isinstance(definition, ir.StructDef | ir.TypedDictDef | ir.NamedTupleDef):
         fields = [msgspec.structs.replace(f, type=rename(f.type, names)) for f in definition.fields]
         return msgspec.structs.replace(definition, name=name, fields=fields)

@@ -41,6 +41,7 @@ def string(value: str) -> cst.SimpleString:
 
 
 def literal(value: str | int | bool | None) -> cst.BaseExpression:
+    """A str, int, bool or None literal (a negative int as a unary minus)."""
     if value is None or isinstance(value, bool):
         return cst.Name(repr(value))
     if isinstance(value, int):
@@ -51,6 +52,7 @@ def literal(value: str | int | bool | None) -> cst.BaseExpression:
 
 
 def number(value: int | float) -> cst.BaseExpression:
+    """An int or float literal, ``inf`` as a name."""
     if isinstance(value, int):
         return literal(value)
     text = repr(abs(value))
@@ -59,6 +61,7 @@ def number(value: int | float) -> cst.BaseExpression:
 
 
 def subscript(base: cst.BaseExpression, items: Sequence[cst.BaseExpression]) -> cst.Subscript:
+    """``base[a, b]``."""
     elements = [
         cst.SubscriptElement(
             cst.Index(item),
@@ -72,6 +75,7 @@ def subscript(base: cst.BaseExpression, items: Sequence[cst.BaseExpression]) -> 
 
 
 def union(members: Sequence[cst.BaseExpression]) -> cst.BaseExpression:
+    """``a | b | c``."""
     node = members[0]
     for member in members[1:]:
         node = cst.BinaryOperation(
@@ -118,4 +122,5 @@ def exploded(opening: str, items: Sequence[str], closing: str, indent: str = "")
 
 
 def fits(line: str) -> bool:
+    """Whether ``line`` fits in :data:`LINE_LENGTH`."""
     return len(line) <= LINE_LENGTH

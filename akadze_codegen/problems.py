@@ -17,6 +17,7 @@ class CodegenProblem(msgspec.Struct, frozen=True):
     fix: str = ""
 
     def render(self) -> str:
+        """``where: message`` and, when there is one, the fix on its own line."""
         text = f"{self.where}: {self.message}"
         if self.fix:
             text += f"\n    fix: {self.fix}"
@@ -40,6 +41,7 @@ class CodegenError(AkadzeCodegenError):
 
 
 def render_problems(problems: list[CodegenProblem]) -> str:
+    """Every problem as a list under one heading, as ``akadze codegen`` prints them (exit 2)."""
     count = len(problems)
     head = f"akadze codegen: {count} problem{'s' if count != 1 else ''}"
     return "\n".join([head, *(f"- {p.render()}" for p in problems)])

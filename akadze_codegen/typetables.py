@@ -209,6 +209,7 @@ def bound(node: ir.TypeNode, value: Any) -> ir.Bound | None:
 
 
 def constraint_names(node: ir.TypeNode) -> frozenset[str]:
+    """The constraints pydantic applies to a value of ``node``'s type (others are dropped)."""
     if isinstance(node, ir.Annotated):
         node = node.type
     if node in (ir.Prim("int"), ir.Prim("float")):
@@ -239,6 +240,7 @@ def discriminator(metadata: tuple[Any, ...] | list[Any]) -> str | None:
 
 
 def lookup(table: Mapping[Any, Any], key: Any) -> Any:
+    """``table.get(key)``, or None for an unhashable key."""
     try:
         return table.get(key)
     except TypeError:  # unhashable annotation metadata
@@ -246,11 +248,13 @@ def lookup(table: Mapping[Any, Any], key: Any) -> Any:
 
 
 def typevar_name(tp: Any) -> str:
+    """A type parameter's name in the mirror, with a leading ``_`` (it stays private)."""
     name: str = tp.__name__
     return name if name.startswith("_") else f"_{name}"
 
 
 def describe(tp: Any) -> str:
+    """``module:qualname`` of a class or NewType: its key in problems and type_overrides."""
     module = getattr(tp, "__module__", None) or "?"
     name = getattr(tp, "__qualname__", None) or getattr(tp, "__name__", None) or repr(tp)
     return f"{module}:{name}"

@@ -28,11 +28,14 @@ Level = Literal["ok", "note", "unconsumed", "error"]
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """One line of ``akadze codegen verify``: a stub, its level and what was found."""
+
     level: Level
     task: str
     message: str
 
     def render(self, width: int = 0) -> str:
+        """The line ``akadze codegen verify`` prints."""
         label = {"ok": "ok", "note": "note", "unconsumed": "WARNING", "error": "ERROR"}[self.level]
         return f"{label:<9}{self.task:<{width}}  {self.message}"
 

@@ -24,6 +24,7 @@ MANIFEST_FILE = "_manifest.json"
 
 
 def content_hash(body: str) -> str:
+    """The hash in a generated file's ``# content:`` line: how --check tells a hand edit from a stale file."""
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -42,6 +43,8 @@ Reason = Literal["stale", "missing", "orphan", "edited by hand"]
 
 @dataclass(frozen=True, slots=True)
 class GeneratedFile:
+    """A file generation wrote, with its content."""
+
     path: Path
     content: bytes
 
