@@ -6,17 +6,16 @@ import asyncio
 import importlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from uuid import uuid4
 
 import msgspec
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
 from akadze import flow
@@ -27,8 +26,9 @@ from akadze.db.raw import RawConnections
 from akadze.db.url import check_url, with_libpq_params
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.events import Accept, Events, Kind, Subscriber
-from akadze.job import Job, JobState
-from akadze.task import EnqueueHook, Task, TaskOptionArgs, TaskOptions, check_name
+from akadze.hooks import Hooks
+from akadze.job import Job, check_name
+from akadze.task import Task, TaskOptionArgs, TaskOptions
 
 if TYPE_CHECKING:
     from akadze.schedule import Schedule
@@ -38,26 +38,11 @@ R = TypeVar("R")
 
 logger = logging.getLogger("akadze.app")
 
-#: before_run / after_run hook: (job), sync or async
-RunHook: TypeAlias = Callable[[Job], Awaitable[None] | None]
-#: on_transition hook: (connection, job, from_state, to_state), sync or async
-TransitionHook: TypeAlias = Callable[[AsyncConnection, Job, JobState, JobState], Awaitable[None] | None]
-
 _DEFAULT_POOL_SIZE = 5
 _MAX_OVERFLOW = 10
 #: asyncpg announces client_encoding as 'utf-8', the server reports UTF8: PgBouncer then sends a
 #: SET before each transaction it hands over (an extra round trip); spelled UTF8, none (scaling.md)
 _SERVER_SETTINGS = {"client_encoding": "UTF8"}
-
-
-@dataclass
-class Hooks:
-    """Four lists of functions; each may be sync or async. Never log arguments or results."""
-
-    on_enqueue: list[EnqueueHook] = field(default_factory=list)
-    before_run: list[RunHook] = field(default_factory=list)
-    after_run: list[RunHook] = field(default_factory=list)
-    on_transition: list[TransitionHook] = field(default_factory=list)
 
 
 def normalize_url(url: str) -> str:
@@ -308,14 +293,14 @@ class Akadze:
     async def pause_queue(self, name: str) -> bool:
         """Stop every worker claiming from queue ``name`` (persisted; running jobs finish,
         enqueue still works). Idempotent; returns True when it was not paused before."""
-        from akadze.queues import pause_queue
+        from akadze.control.queues import pause_queue
 
         return await pause_queue(self, name)
 
     async def resume_queue(self, name: str) -> bool:
         """Let workers claim from queue ``name`` again, waking them at once. Idempotent;
         returns True when it was paused before."""
-        from akadze.queues import resume_queue
+        from akadze.control.queues import resume_queue
 
         return await resume_queue(self, name)
 

@@ -1,7 +1,7 @@
 """Library errors. Outcomes raised by task code (Retry, Snooze, Fail, Cancel) live in outcomes.py.
 
 Every public exception of akadze is defined here and drawn below; the modules that raise them
-re-export them where users met them first (akadze.drift, akadze.client, akadze.embedded).
+re-export them where users met them first (akadze.codec.drift, akadze.client, akadze.embedded).
 
 AkadzeError
 ├── ConfigError (ValueError)            bad Akadze(...) or task options

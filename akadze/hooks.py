@@ -1,19 +1,38 @@
-"""Calling the app's hooks: sync or async functions, in the order they were added."""
+"""The app's hooks: their types, the lists an app keeps, and calling them (sync or async
+functions, in the order they were added)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
-from akadze.db.queries import Queries
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed
 
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
+#: on_enqueue hook: (connection, job), sync or async; runs in the enqueue's transaction
+EnqueueHook: TypeAlias = Callable[[AsyncConnection, Job], Awaitable[None] | None]
+#: before_run / after_run hook: (job), sync or async
+RunHook: TypeAlias = Callable[[Job], Awaitable[None] | None]
+#: on_transition hook: (connection, job, from_state, to_state), sync or async; runs in the
+#: transition's transaction and can veto it by raising
+TransitionHook: TypeAlias = Callable[[AsyncConnection, Job, JobState, JobState], Awaitable[None] | None]
 
-    from akadze.app import TransitionHook
+
+@dataclass
+class Hooks:
+    """The app's four lists of hooks (``app.hooks``); each hook may be sync or async.
+
+    A hook sees jobs, never their arguments' meaning: it must not log arguments or results.
+    """
+
+    on_enqueue: list[EnqueueHook] = field(default_factory=list)
+    before_run: list[RunHook] = field(default_factory=list)
+    after_run: list[RunHook] = field(default_factory=list)
+    on_transition: list[TransitionHook] = field(default_factory=list)
 
 
 async def call(hooks: Sequence[Callable[..., object]], *args: Any) -> None:
@@ -38,5 +57,7 @@ async def transitions_written(
     in the same transaction."""
     if not hooks or not written:
         return
+    from akadze.db.queries import Queries  # the queries import the job's codec; hooks are imported first
+
     for job in await Queries.get_jobs(conn, [w.id for w in written]):
         await transition(hooks, conn, job, from_state)

@@ -1,4 +1,5 @@
-"""Job, the record of one unit of work, and JobState."""
+"""Job, the record of one unit of work, JobState, and the rule for the names of tasks, queues
+and schedules (check_name)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+
+from akadze.errors import ConfigError
 
 
 class JobState(enum.StrEnum):
@@ -71,7 +74,7 @@ class Job(msgspec.Struct, frozen=True, gc=False):
     finished_at: datetime | None
     #: enqueue returned this existing job instead of inserting a duplicate (its task's Unique)
     duplicate: bool = False
-    #: the W3C trace context of the span that enqueued it (akadze.tracing); None when tracing was off
+    #: the W3C trace context of the span that enqueued it (akadze.events.tracing); None when tracing was off
     trace_context: str | None = None
 
     def __repr__(self) -> str:
@@ -82,3 +85,19 @@ class Job(msgspec.Struct, frozen=True, gc=False):
         )
 
     __str__ = __repr__
+
+
+#: longest task or queue name
+MAX_NAME_LENGTH = 200
+
+
+def check_name(kind: str, name: object) -> str:
+    """``name`` if it may name a task, queue or schedule (``kind`` says which, for the message):
+    a non-empty string of at most MAX_NAME_LENGTH characters without NUL; else ConfigError."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{kind} name must be a non-empty string, got {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if "\x00" in name:
+        raise ConfigError(f"{kind} name {name!r} contains a NUL character")
+    return name

@@ -31,7 +31,7 @@ import pydantic
 from cronsim import CronSim, CronSimError
 
 from akadze.errors import ConfigError
-from akadze.task import check_name
+from akadze.job import check_name
 
 if TYPE_CHECKING:
     from akadze.task import Task

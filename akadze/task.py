@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
-from akadze import observe, tracing
 from akadze.backoff import BackoffPolicy
-from akadze.batch import encode_many
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
+from akadze.codec.batch import encode_many
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError
+from akadze.events import observe, tracing
 from akadze.flow import Limit, Unique
-from akadze.hooks import call
-from akadze.job import Job
-from akadze.uniqueness import insert_unique
+from akadze.flow.uniqueness import insert_unique
+from akadze.hooks import EnqueueHook, call
+from akadze.job import Job, check_name
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -38,21 +38,6 @@ R = TypeVar("R")
 
 #: what session= accepts: the caller's transaction
 Session: TypeAlias = AsyncConnection | AsyncSession
-#: on_enqueue hook: (connection, job), sync or async
-EnqueueHook: TypeAlias = Callable[[AsyncConnection, Job], Awaitable[None] | None]
-
-#: longest task or queue name
-MAX_NAME_LENGTH = 200
-
-
-def check_name(kind: str, name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{kind} name must be a non-empty string, got {name!r}")
-    if len(name) > MAX_NAME_LENGTH:
-        raise ConfigError(f"{kind} name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
-    if "\x00" in name:
-        raise ConfigError(f"{kind} name {name!r} contains a NUL character")
-    return name
 
 
 class TaskOptionArgs(TypedDict, total=False):
@@ -352,7 +337,7 @@ async def _insert(
     conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
 ) -> list[Job]:
     if tracing.watching():
-        # metrics or tracing enabled (akadze/observe.py): a span, a trace context, a count
+        # metrics or tracing enabled (akadze/events/observe.py): a span, a trace context, a count
         return await observe.watched(_insert_rows, conn, new, payloads, hooks)
     return await _insert_rows(conn, new, payloads, hooks)
 

@@ -6,7 +6,7 @@
 The signature: a nested pydantic model (with a UUID, a Decimal, a datetime and a nested model),
 a dataclass, a datetime, a UUID, a Decimal and a list of 20 models.
 
-- akadze: ``build_codec(name, fn)`` from ``akadze/codec.py``; encode = ``codec.encode(kwargs)``
+- akadze: ``build_codec(name, fn)`` from ``akadze/codec/__init__.py``; encode = ``codec.encode(kwargs)``
   (validate the call's arguments with pydantic, then msgspec to JSON text), decode =
   ``codec.decode(text)`` (pydantic validates the JSON back into the declared types).
 - pydantic alone: one ``BaseModel`` with the same fields; encode =

@@ -26,10 +26,10 @@ def main() -> None:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-    from akadze import Akadze, trace_context, tracing
-    from akadze.events import Kind, event_of
+    from akadze import Akadze
+    from akadze.events import Kind, event_of, trace_context, tracing
+    from akadze.events.metrics import RunMetrics
     from akadze.job import Job, JobState
-    from akadze.metrics import RunMetrics
     from akadze.outcomes import Verdict
 
     class Discard(SpanExporter):

@@ -82,7 +82,7 @@ def server_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def akadze_server_url(server_url: str) -> str:
-    """The plugin's server (akadze.pytest_plugin) is this suite's: one template per session."""
+    """The plugin's server (akadze.testing.plugin) is this suite's: one template per session."""
     return server_url
 
 
@@ -146,7 +146,7 @@ async def wait_until(
 
 @pytest.fixture(autouse=True)
 def _logging_left_as_found() -> Iterator[None]:
-    """A test that runs ``akadze worker`` in process calls akadze.logs.configure(): the root
+    """A test that runs ``akadze worker`` in process calls akadze.events.logs.configure(): the root
     logger at INFO, with a handler on the stderr of that moment (a CLI runner's, closed when
     the command returns). Left there, every later log line of the session fails on the closed
     stream ("--- Logging error ---" in CI's output). Undone after each test."""

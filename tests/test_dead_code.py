@@ -25,10 +25,10 @@ PUBLIC = {
     "akadze",
     "akadze.testing",
     "akadze.client",
-    "akadze.pytest_plugin",
+    "akadze.testing.plugin",
     "akadze.alembic",
-    "akadze.metrics",
-    "akadze.tracing",
+    "akadze.events.metrics",
+    "akadze.events.tracing",
     "akadze_codegen",
 }
 

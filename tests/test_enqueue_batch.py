@@ -1,4 +1,4 @@
-"""Batch enqueue's fast path (akadze/batch.py, enqueue_batch.sql): the same payloads, the same
+"""Batch enqueue's fast path (akadze/codec/batch.py, enqueue_batch.sql): the same payloads, the same
 refusals and the same Jobs as enqueuing the items one by one."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import text
 
 from akadze import Akadze
-from akadze.batch import encode_many
 from akadze.codec import ArgsCodec
-from akadze.stored import MAX_JSON_DEPTH
+from akadze.codec.batch import encode_many
+from akadze.codec.stored import MAX_JSON_DEPTH
 from tests.support import fetchval
 
 

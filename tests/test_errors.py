@@ -11,7 +11,7 @@ import string
 import pytest
 
 import akadze.client
-import akadze.drift
+import akadze.codec.drift
 import akadze.embedded
 from akadze import errors
 from akadze_codegen import diff, problems
@@ -76,7 +76,7 @@ def test_the_tree_in_the_docstring_draws_every_class_and_no_other() -> None:
 
 
 def test_the_old_import_paths_still_work() -> None:
-    assert akadze.drift.ArgsSchemaMismatch is errors.ArgsSchemaMismatch
+    assert akadze.codec.drift.ArgsSchemaMismatch is errors.ArgsSchemaMismatch
     assert akadze.client.InvalidArgsError is errors.InvalidArgsError
     assert akadze.embedded.EmbeddedPostgresError is errors.EmbeddedPostgresError
     for error, builtin in (

@@ -15,10 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from akadze import Akadze, Fail, Retry, current, metrics
+from akadze import Akadze, Fail, Retry, current
 from akadze.db.stats import QueueStats
 from akadze.errors import ConfigError
-from akadze.metrics import QueueCollector, instrument_enqueue, serve_worker_metrics
+from akadze.events import metrics
+from akadze.events.metrics import QueueCollector, instrument_enqueue, serve_worker_metrics
 from akadze.worker import Worker
 from tests.conftest import wait_until
 from tests.support import module_database
@@ -166,7 +167,7 @@ async def test_a_producer_counts_its_enqueues_in_its_own_registry(app: Akadze) -
 
 def test_the_worker_import_path_loads_neither_prometheus_nor_opentelemetry() -> None:
     code = (
-        "import sys, akadze, akadze.worker, akadze.cli, akadze.client, akadze.logs;"
+        "import sys, akadze, akadze.worker, akadze.cli, akadze.client, akadze.events.logs;"
         "print([m for m in sys.modules if m.startswith(('prometheus_client', 'opentelemetry'))])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

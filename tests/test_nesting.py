@@ -11,9 +11,9 @@ from sqlalchemy import text
 
 from akadze import Akadze, JobState
 from akadze.codec import encode_result
+from akadze.codec.stored import MAX_JSON_DEPTH, UnreadableArgs, decode_stored_args
 from akadze.db.queries import Queries
 from akadze.errors import ArgsTooDeepError, ResultNotJson
-from akadze.stored import MAX_JSON_DEPTH, UnreadableArgs, decode_stored_args
 from akadze.testing import drain
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from akadze import Akadze, client as client_module
 from akadze.client import RemoteTask, configure
+from akadze.codec.stored import MAX_JSON_DEPTH
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError
-from akadze.stored import MAX_JSON_DEPTH
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
+from akadze.codec.stored import row_to_job
 from akadze.db.sql import JOB_COLUMNS
 from akadze.job import Job, JobError, JobState
-from akadze.stored import row_to_job
 
 _AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

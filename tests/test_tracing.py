@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from sqlalchemy import text
 
-from akadze import Akadze, current, tracing
+from akadze import Akadze, current
 from akadze.client import RemoteTask
+from akadze.events import tracing
 from akadze.testing import drain
 from tests.support import module_database, words_with_app
 
@@ -351,7 +352,7 @@ async def test_a_run_of_a_trace_not_sampled_records_nothing_and_passes_the_trace
 
 
 def test_joined_gives_back_the_json_that_split_kept_as_bytes() -> None:
-    from akadze import trace_context
+    from akadze.events import trace_context
 
     stored = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
     kept, raw = trace_context.split(stored)

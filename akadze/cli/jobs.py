@@ -29,7 +29,7 @@ from akadze.cli.common import (
 from akadze.job import Job, JobState
 
 if TYPE_CHECKING:
-    from akadze.explain import Explanation
+    from akadze.control.explain import Explanation
 
 app = typer.Typer(help="Look at and act on jobs.", no_args_is_help=True)
 
@@ -165,10 +165,10 @@ def explain(
 
 
 async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> Explanation | None:
-    """The thin IO of ``jobs explain``: read the rows, let akadze.explain decide. A task's
+    """The thin IO of ``jobs explain``: read the rows, let akadze.control.explain decide. A task's
     Limit is in the app's code: with the app (--app), its permits say whether it holds the job."""
+    from akadze.control.explain import explain as decide, hold_of
     from akadze.db.queries import Queries
-    from akadze.explain import explain as decide, hold_of
 
     found = await Queries.get_job(conn, wanted)
     if found is None:

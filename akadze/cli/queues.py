@@ -93,7 +93,7 @@ def _switch(
     name: str, extra: str | None, app_option: str | None, database_url: str | None, *, pause: bool
 ) -> None:
     from akadze.db.queries import Queries
-    from akadze.task import check_name
+    from akadze.job import check_name
 
     refuse_extra(extra, f"queues {'pause' if pause else 'resume'} NAME")
     check_name("queue", name)

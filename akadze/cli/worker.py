@@ -11,7 +11,7 @@ import typer
 
 from akadze.app import Akadze
 from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
-from akadze.logs import LogFormat
+from akadze.events.logs import LogFormat
 
 
 def quiet_lost_cancel_requests(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -83,7 +83,7 @@ def worker(
     ] = "127.0.0.1",
 ) -> None:
     """Run a worker (all queues of the app's tasks when no -q)."""
-    from akadze.logs import configure
+    from akadze.events.logs import configure
     from akadze.worker import Worker
 
     queues = _queues(queue)
@@ -109,7 +109,7 @@ def worker(
                 heartbeat_interval=timedelta(seconds=min(5.0, lost_after / 4)),
             )
             if metrics_port is not None:
-                from akadze.metrics import serve_worker_metrics
+                from akadze.events.metrics import serve_worker_metrics
 
                 serve_worker_metrics(w, port=metrics_port, host=metrics_host)
             return await w.run(burst=burst)

@@ -5,7 +5,7 @@ the raw asyncpg form replaces them with ``$n`` once, here, at load. Only whole-l
 comments are allowed in the files (they are dropped before the parameters are read).
 
 A file may name a fragment in braces, expanded here at load, for what several statements must
-spell alike: ``{job_row}``, the column list of a job's row as ``akadze.stored.row_to_job``
+spell alike: ``{job_row}``, the column list of a job's row as ``akadze.codec.stored.row_to_job``
 reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
 starts a job and what it returns (``{claim_picked}``: both, for the jobs of a CTE
 ``picked``); ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
@@ -30,7 +30,7 @@ JOBS_CHANNEL = "akadze_jobs"
 #: NOTIFY channel of finished jobs someone waits for (payload: the job's id); app.wait_for
 DONE_CHANNEL = "akadze_done"
 
-#: a job's row as akadze.stored.row_to_job reads it: Job's fields that are columns, in Job's order
+#: a job's row as akadze.codec.stored.row_to_job reads it: Job's fields that are columns, in Job's order
 JOB_COLUMNS = (
     "id",
     "task",
@@ -54,12 +54,12 @@ JOB_COLUMNS = (
     "trace_context",
 )
 #: read as text and decoded per row, so that one row that cannot be decoded does not fail the
-#: rows read with it (akadze/stored.py)
+#: rows read with it (akadze/codec/stored.py)
 JSON_COLUMNS = frozenset({"args", "errors", "result"})
 
 
 #: a job row's columns: JOB_COLUMNS, then trace_parent, the 25 bytes of a stored traceparent
-#: (migration 0010), which akadze.stored.row_to_job makes the JSON of Job.trace_context when
+#: (migration 0010), which akadze.codec.stored.row_to_job makes the JSON of Job.trace_context when
 #: trace_context is NULL. Made there, not in SQL: the statement's three substrings, hex
 #: encodings and concatenations cost the claim of 50 traced jobs about 220 µs of the server's
 #: time, in the claim's critical path (docs/performance.md)

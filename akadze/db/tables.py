@@ -49,7 +49,7 @@ jobs = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
     Column("started_at", TIMESTAMP(timezone=True)),
     Column("finished_at", TIMESTAMP(timezone=True)),
-    # the W3C trace context of the span that enqueued the job (akadze.tracing), as JSON text,
+    # the W3C trace context of the span that enqueued the job (akadze.events.tracing), as JSON text,
     # when it is more than a traceparent (a tracestate): trace_parent below holds the rest
     Column("trace_context", Text),
     # a waiter (wait_for) marked it: finishing it notifies akadze_done
@@ -59,7 +59,7 @@ jobs = Table(
     Column("unique_states", ARRAY(Text)),
     # Limit: the concurrency group this run counts in (db/sql/claim_limited.sql)
     Column("limit_grp", Text),
-    # a traceparent alone, as its 25 bytes (akadze.trace_context.split; migration 0010)
+    # a traceparent alone, as its 25 bytes (akadze.events.trace_context.split; migration 0010)
     Column("trace_parent", LargeBinary),
 )
 #: the predicate of the indexes over finished rows only

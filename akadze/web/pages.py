@@ -13,9 +13,8 @@ from starlette.responses import Response
 from akadze.db.queries import Queries
 from akadze.db.stats import JobFilter, ScheduleRun
 from akadze.errors import ConfigError
-from akadze.job import JobState
+from akadze.job import JobState, check_name
 from akadze.schedule import next_fire_after
-from akadze.task import check_name
 from akadze.web.render import render
 from akadze.web.timeline import job_json, timeline
 

@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+from akadze.codec.drift import DriftLog
 from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
-from akadze.drift import DriftLog
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
 from akadze.worker import signals

@@ -28,7 +28,7 @@ from akadze.worker.connection import HeldConnection
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from akadze.app import TransitionHook
+    from akadze.hooks import TransitionHook
 
 logger = logging.getLogger("akadze.worker")
 

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pydantic
 
-from akadze import hooks, tracing
+from akadze import hooks
 from akadze.codec import encode_result
+from akadze.codec.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
+from akadze.codec.stored import UnreadableArgs
 from akadze.context import RunContext, enter, leave
-from akadze.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
 from akadze.errors import UndecodableJobError, UnknownTaskError
+from akadze.events import tracing
 from akadze.job import Job, JobState
 from akadze.outcomes import Completion, RunEnd, Transition, Verdict, decide
-from akadze.stored import UnreadableArgs
 
 if TYPE_CHECKING:
     from akadze.app import Akadze

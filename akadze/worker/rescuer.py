@@ -17,7 +17,7 @@ from akadze.job import JobState
 from akadze.outcomes import Completed, Completion, ErrorType, RunEnd, Verdict, decide
 
 if TYPE_CHECKING:
-    from akadze.app import TransitionHook
+    from akadze.hooks import TransitionHook
     from akadze.worker import Worker
 
 logger = logging.getLogger("akadze.worker")

@@ -75,7 +75,7 @@ def _observe(req: dict[str, Any]) -> None:
     sampler = ParentBased(TraceIdRatioBased(float(sample))) if sample is not None else None
     provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Discard()))
-    from akadze import tracing
+    from akadze.events import tracing
 
     tracing.enable(provider)
     _observed.append(provider)
@@ -212,7 +212,7 @@ async def worker(req: dict[str, Any]) -> dict[str, Any]:
     if _metered(req):
         from prometheus_client import CollectorRegistry
 
-        from akadze.metrics import serve_worker_metrics
+        from akadze.events.metrics import serve_worker_metrics
 
         metrics = serve_worker_metrics(w, port=0, registry=CollectorRegistry())
         threading.Thread(target=_scrape_every_second, args=(metrics.port, scraping), daemon=True).start()

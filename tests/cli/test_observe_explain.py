@@ -1,4 +1,4 @@
-"""akadze.explain.explain: the verdict of `jobs explain` from rows and a clock, without a database."""
+"""akadze.control.explain.explain: the verdict of `jobs explain` from rows and a clock, without a database."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
+from akadze.control.explain import Hold, explain
 from akadze.db.queries import LiveTask
 from akadze.db.stats import LiveWorker
-from akadze.explain import Hold, explain
 from akadze.job import Job, JobError, JobState
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -122,7 +122,7 @@ def test_finished_jobs() -> None:
 
 
 def test_hold_of_a_limit_from_its_permits() -> None:
-    from akadze.explain import hold_of
+    from akadze.control.explain import hold_of
     from akadze.flow import Limit
 
     concurrency = Limit(concurrency=2)

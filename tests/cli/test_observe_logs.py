@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from akadze.logs import JsonFormatter
+from akadze.events.logs import JsonFormatter
 from tests.support import module_database
 
 

@@ -51,7 +51,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from akadze import Akadze
 from akadze.client import InvalidArgsError, RemoteTask, _encoder
-from akadze.guard_values import Constraints, Discriminator
+from akadze.client.guard_values import Constraints, Discriminator
 from akadze_codegen.discover import build_manifest, load_app
 from akadze_codegen.emit import render
 from akadze_codegen.write import write
@@ -628,7 +628,7 @@ def _key(key: Any) -> Any:
 
 def _wire_view(obj: Any) -> dict[str, Any]:
     """A model's or dataclass's values by the keys validation reads."""
-    from akadze.wirekeys import _field_key
+    from akadze.codec.wirekeys import _field_key
 
     fields = (
         type(obj).model_fields

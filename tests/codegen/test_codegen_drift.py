@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from akadze import Akadze
 from akadze.client import RemoteTask
 from akadze.codec import build_codec
-from akadze.drift import ArgsSchemaMismatch, DriftLog, check_drift
+from akadze.codec.drift import ArgsSchemaMismatch, DriftLog, check_drift
 from akadze.errors import ConfigError
 from akadze.task import TaskOptions
 from akadze.testing import drain

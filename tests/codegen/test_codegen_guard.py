@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 import akadze.client
-import akadze.guard
+import akadze.client.guard
 from akadze.client import InvalidArgsError, RemoteTask
 from akadze.errors import ConfigError
 from tests.codegen.checkers import GOLDEN, PRODUCER
@@ -154,7 +154,7 @@ class TestBuild:
         def broken(tp: Any, busy: set[Any]) -> Any:
             raise TypeError("no")
 
-        monkeypatch.setattr(akadze.guard, "_loosen", broken)
+        monkeypatch.setattr(akadze.client.guard, "_loosen", broken)
         task: RemoteTask[Any] = RemoteTask(
             "kinds.numbers",
             queue="default",

@@ -214,7 +214,7 @@ def test_the_template_can_carry_the_projects_own_schema(tmp_path: Path) -> None:
         """
         import asyncpg
         import pytest
-        from akadze.pytest_plugin import migrate_akadze
+        from akadze.testing.plugin import migrate_akadze
 
         @pytest.fixture(scope="session")
         def akadze_migrate():
@@ -253,7 +253,7 @@ def test_the_plugin_is_loaded_beside_the_projects_own_fixtures(
     assert defs
     origins = [d.func.__module__.rsplit(".", 1)[-1] for d in defs]
     if name.startswith("akadze_"):
-        assert origins[0] == "pytest_plugin"
+        assert origins[0] == "plugin"  # akadze.testing.plugin
         assert origins[1:] == (["conftest"] if name == "akadze_server_url" else [])
     else:
         assert origins == ["conftest"]

@@ -9,12 +9,12 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
+from akadze.codec.stored import row_to_job
 from akadze.db.queries.connection import Connection, fetch
 from akadze.db.sql import Statement, statement
+from akadze.events.trace_context import split
 from akadze.flow import Unique
 from akadze.job import Job, JobState
-from akadze.stored import row_to_job
-from akadze.trace_context import split
 
 
 class NewJobs(msgspec.Struct, frozen=True):
@@ -28,7 +28,7 @@ class NewJobs(msgspec.Struct, frozen=True):
     run_at: datetime | None
     delay_s: float
     expires_at: datetime | None
-    #: the enqueuing span's W3C trace context (akadze.tracing); None when tracing is off
+    #: the enqueuing span's W3C trace context (akadze.events.tracing); None when tracing is off
     trace_context: str | None = None
     #: the task's Unique: enqueue goes through enqueue_unique(_batch)
     unique: Unique | None = None

@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from akadze.codec.stored import row_to_job
 from akadze.db.queries.connection import Connection, execute, fetch
 from akadze.db.sql import JSON_COLUMNS, statement
 from akadze.db.stats import JobFilter, JobSummary, job_summaries_query
 from akadze.db.tables import jobs
 from akadze.errors import UniqueConflictError
 from akadze.job import Job, JobState
-from akadze.stored import row_to_job
 
 
 class JobQueries:

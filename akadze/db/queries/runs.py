@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from akadze.codec.stored import STATES, row_to_job
 from akadze.db.prepared import prepared
 from akadze.db.queries.connection import Connection, execute, fetch
 from akadze.db.sql import Statement, statement
 from akadze.flow import LimitParams
 from akadze.job import Job
 from akadze.outcomes import Completed, Completion
-from akadze.stored import STATES, row_to_job
 
 #: a job keeps at most this many error entries, the newest
 MAX_ERRORS = 20

@@ -1,7 +1,7 @@
 -- enqueue_now: enqueue for a job that is ready at once (no delay, no run_at), the common case.
 -- The NOTIFY needs no condition here, and a statement without one plans and runs faster
 -- (measured: about 1.25x the conditional form on one connection). One round trip.
--- :trace_context and :trace_parent are NULL unless tracing is on (akadze.tracing).
+-- :trace_context and :trace_parent are NULL unless tracing is on (akadze.events.tracing).
 WITH job AS (
     INSERT INTO akadze_jobs ({new_job_columns}, expires_at, trace_context, trace_parent)
     VALUES (

@@ -130,7 +130,7 @@ def akadze_migrate() -> Callable[[str], Coroutine[Any, Any, None]]:
         @pytest.fixture(scope="session")
         def akadze_migrate():
             async def build(url: str) -> None:
-                await migrate_akadze(url)  # from akadze.pytest_plugin
+                await migrate_akadze(url)  # from akadze.testing.plugin
                 await run_alembic_upgrade(url)
             return build
     """

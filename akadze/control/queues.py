@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from akadze.db.queries import Queries
-from akadze.task import check_name
+from akadze.job import check_name
 
 if TYPE_CHECKING:
     from akadze.app import Akadze

@@ -26,8 +26,8 @@ from typing import TypeAlias
 import msgspec
 
 from akadze.errors import ConfigError
+from akadze.events.logs import LOGGED, log_transition, transition_logger
 from akadze.job import Job, JobState
-from akadze.logs import LOGGED, log_transition, transition_logger
 from akadze.outcomes import Completed, Verdict
 
 logger = logging.getLogger("akadze.events")
@@ -202,7 +202,7 @@ class Events:
         sequence of the events of one publication (one event, or the events of a claim or of
         an outcome batch, all of one kind), only of ``kinds`` when given.
 
-        For akadze's own in-memory aggregations (akadze.metrics): ``callback`` must only
+        For akadze's own in-memory aggregations (akadze.events.metrics): ``callback`` must only
         update memory, never block and never wait for a lock another thread may hold long
         (a transition publishes right after its commit, and this call is part of that). It
         may run in several threads at once, one per event loop that publishes. An exception

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError
+from akadze.events.trace_context import joined
 from akadze.job import Job, JobError, JobState
-from akadze.trace_context import joined
 
 logger = logging.getLogger("akadze.db")
 

@@ -1,6 +1,6 @@
 """Helpers for users' tests, over real rows and the real worker code: drain, assert_enqueued,
 assert_not_enqueued, and bound() to point an app at a throwaway database. The pytest plugin
-(akadze.pytest_plugin, entry point ``akadze``) builds its fixtures on these."""
+(akadze.testing.plugin, entry point ``akadze``) builds its fixtures on these."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def log_transition(event: Event) -> None:
 
     INFO for most; WARNING for a run that failed and will run again (with its error's type
     and message, as stored on the job); ERROR for a job that failed for good. The fields go on
-    the record too (``extra``), for the JSON format (akadze/logs.py).
+    the record too (``extra``), for the JSON format (akadze/events/logs.py).
     """
     if event.kind not in LOGGED:
         return  # claims are not logged; rescues and fires log their own line where they happen

@@ -4,7 +4,7 @@ Generated mirrors spell in their annotations what pydantic enforces and ``msgspe
 carry: :class:`Discriminator` marks a pydantic discriminated union (its tag field, by wire
 name), :class:`Constraints` the bounds of a Decimal, duration, date or time and a Decimal's
 ``max_digits``/``decimal_places``. Type checkers ignore both (``typing.Annotated`` metadata);
-the guard (akadze.guard) decodes such places through the stand-in types made here, which
+the guard (akadze.client.guard) decodes such places through the stand-in types made here, which
 msgspec hands to :func:`dec_hook`:
 
 - a ``Decimal`` takes a JSON string or integer and refuses a JSON float: money must not pass

@@ -30,10 +30,10 @@ import pydantic_core
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
+from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
+from akadze.codec.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
+from akadze.codec.wireschema import WireSchema
 from akadze.errors import ArgsTooDeepError, ConfigError, ResultNotJson
-from akadze.stored import MAX_JSON_DEPTH, check_payload
-from akadze.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
-from akadze.wireschema import WireSchema
 
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
@@ -70,7 +70,7 @@ _AS_STR: tuple[type, ...] = (PurePath, ipaddress.IPv4Address, ipaddress.IPv6Addr
 _AS_STR += (ipaddress.IPv6Network, ipaddress.IPv4Interface, ipaddress.IPv6Interface)
 
 
-#: the arguments encoder (akadze.batch encodes with it too)
+#: the arguments encoder (akadze.codec.batch encodes with it too)
 ARGS_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook, decimal_format="string")
 _decoder = msgspec.json.Decoder()
 
@@ -86,7 +86,7 @@ class ArgsCodec:
     #: whether a value of these types may hold a float (so NaN can hide behind a null)
     may_hold_float: bool = True
     #: whether a dataclass in them has fields read under other keys than their names
-    #: (msgspec would write the names): see akadze.wirekeys
+    #: (msgspec would write the names): see akadze.codec.wirekeys
     wire_keys: bool = False
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,13 +33,13 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.app import create_engine
+from akadze.client.guard import Constraints, Discriminator, Guard, InvalidArgsError
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
+from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
 from akadze.db.queries import NewJobs
 from akadze.errors import ArgsTooDeepError, ConfigError, JobNotFoundError
 from akadze.flow import Unique
-from akadze.guard import Constraints, Discriminator, Guard, InvalidArgsError
 from akadze.job import Job, JobState
-from akadze.stored import MAX_JSON_DEPTH, check_payload
 from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The W3C trace context a job stores (``akadze_jobs.trace_context``): written from the
 producer span, read back as the parent of the run's span.
 
-The functions take the ``opentelemetry.trace`` module and the propagator (akadze.tracing passes
+The functions take the ``opentelemetry.trace`` module and the propagator (akadze.events.tracing passes
 them once tracing is on): nothing here imports opentelemetry.
 """
 

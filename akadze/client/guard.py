@@ -21,8 +21,16 @@ from typing import Annotated, Any, Literal, NotRequired, Required, Union
 import msgspec
 import typing_extensions
 
+from akadze.client.guard_values import (
+    STR_LIKE,
+    Checked,
+    Constraints,
+    Discriminator,
+    checked,
+    dec_hook,
+    str_like,
+)
 from akadze.errors import InvalidArgsError
-from akadze.guard_values import STR_LIKE, Checked, Constraints, Discriminator, checked, dec_hook, str_like
 
 __all__ = ["Constraints", "Discriminator", "Guard", "InvalidArgsError"]
 
@@ -38,7 +46,7 @@ class Guard:
     the guard checks an equivalent or looser one (:func:`_loosen`): a ``Literal`` of enum
     members becomes a literal of their values, a union marked :class:`Discriminator` (a
     pydantic discriminated union) a msgspec tagged union, a Decimal, a value with
-    :class:`Constraints` or an IP string a checked stand-in (akadze.guard_values), and what is
+    :class:`Constraints` or an IP string a checked stand-in (akadze.client.guard_values), and what is
     left a looser type, down to ``Any``. The worker's validation has the last word.
     """
 

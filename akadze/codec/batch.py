@@ -22,7 +22,7 @@ import pydantic_core
 from pydantic_core import core_schema
 
 from akadze.codec import ARGS_ENCODER, ArgsCodec
-from akadze.stored import MAX_JSON_DEPTH
+from akadze.codec.stored import MAX_JSON_DEPTH
 
 #: a task's argument adapter -> a validator of a list of such arguments (built on first use)
 _LISTS: weakref.WeakKeyDictionary[Any, pydantic_core.SchemaValidator] = weakref.WeakKeyDictionary()

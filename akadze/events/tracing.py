@@ -6,7 +6,7 @@ or after :func:`enable`; :func:`disable` turns it off for good. Until then nothi
 opentelemetry: the enqueue path checks one tuple and one ``sys.modules`` key, the run path the
 same key. A run's span is current while the task runs (a job enqueued by the task, in
 ``complete_tx`` or not, is a child of it), and ends when the run's outcome is committed, from
-the events seam (akadze/events.py), with the outcome. The SDK's span behind it is made when
+the events seam (akadze/events/__init__.py), with the outcome. The SDK's span behind it is made when
 the run first asks for it, or else on the events thread at the end, dated from the run's
 start: the event loop pays the SDK only for runs that use their span. Span names, attributes
 and the trace's shape: docs/operations.md; what it costs: docs/performance.md.
@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from akadze import observe, trace_context
-from akadze.events import Event, Kind
+from akadze.events import Event, Kind, observe, trace_context
 from akadze.outcomes import ErrorType, Verdict
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ def wanted() -> bool:
 
 
 def watching() -> bool:
-    """Whether an insert goes through :func:`akadze.observe.watched`: a watcher is enabled
+    """Whether an insert goes through :func:`akadze.events.observe.watched`: a watcher is enabled
     (metrics, or tracing), or tracing turns itself on now (a tracer provider was set)."""
     return bool(observe.enqueue_watchers) or (_OTEL in sys.modules and not _state.off and wanted())
 

@@ -1,5 +1,5 @@
-"""Watchers of the enqueue path, for akadze.metrics and akadze.tracing: none unless one was
-enabled (``akadze.tracing.watching()`` decides, cheaply). Imports nothing.
+"""Watchers of the enqueue path, for akadze.events.metrics and akadze.events.tracing: none unless one was
+enabled (``akadze.events.tracing.watching()`` decides, cheaply). Imports nothing.
 
 A watcher is called with the insert's NewJobs and its number of jobs before the statement runs;
 it returns a :class:`Watching` whose ``new`` the insert uses (tracing adds its trace context)

@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from akadze import observe
 from akadze.errors import ConfigError
-from akadze.events import Event, Kind
+from akadze.events import Event, Kind, observe
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from akadze.outcomes import Verdict
     from akadze.worker import Worker
 
-logger = logging.getLogger("akadze.metrics")
+logger = logging.getLogger("akadze.events.metrics")
 
 #: seconds a run takes: from 1 ms to 10 minutes
 RUN_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600)
@@ -223,10 +222,10 @@ def instrument_enqueue(registry: Any = None) -> Callable[[], None]:
     Example::
 
         from prometheus_client import CollectorRegistry
-        import akadze.metrics
+        import akadze.events.metrics
 
         registry = CollectorRegistry()
-        akadze.metrics.instrument_enqueue(registry)
+        akadze.events.metrics.instrument_enqueue(registry)
     """
     client = _client()
     return observe.watch_enqueue(EnqueueMetrics(registry if registry is not None else client.REGISTRY))
