@@ -19,7 +19,8 @@ from typing import Any, NoReturn
 from sqlalchemy import text
 
 from akadze.db.migrate import _BOOTSTRAP, LOCK_KEY, migrations
-from akadze.errors import ForwardOnlyError, MigrationEditedError
+from akadze.db.pooled import functions_sql
+from akadze.errors import ForwardOnlyError
 
 #: every table, index and sequence of akadze's schema starts with this
 PREFIX = "akadze_"
@@ -65,8 +66,7 @@ def upgrade(op: Any) -> list[int]:
     for m in migrations():
         done = recorded.get(m.version)
         if done is not None:
-            if done != m.checksum:
-                raise MigrationEditedError(m.file_name, recorded=done, shipped=m.checksum)
+            m.check_recorded(done)
             continue
         _run_script(bind, m.sql)
         bind.execute(
@@ -74,6 +74,7 @@ def upgrade(op: Any) -> list[int]:
             {"v": m.version, "n": m.name, "c": m.checksum},
         )
         applied.append(m.version)
+    _run_script(bind, functions_sql())  # as migrate does: this version's functions (db/pooled.py)
     return applied
 
 

@@ -207,6 +207,11 @@ async def child_setup(req: dict[str, Any]) -> dict[str, Any]:
     from akadze import Akadze
     from akadze.db.sql import statement, statements
     from akadze.worker import fetcher
+
+    try:
+        from akadze.db.queries import runs
+    except ImportError:  # a version before the queries were split by area
+        runs = None  # type: ignore[assignment]
     from akadze.worker.listener import CHANNEL
 
     app = Akadze(database_url=req["dsn"])
@@ -228,11 +233,12 @@ async def child_setup(req: dict[str, Any]) -> dict[str, Any]:
         "max_attempts": noop.options.max_attempts,
         "held_args_fp": held.args_fp,
         "channel": CHANNEL,
-        # past this many queues the fetcher claims with claim_many.sql (None: before it existed)
-        "many_queues": getattr(fetcher, "MANY_QUEUES", None),
+        # past this many queues the claim walks one index over all of them (claim_many.sql, or
+        # claim_completing.sql's second branch since both became one statement; None: before it)
+        "many_queues": getattr(runs, "MANY_QUEUES", getattr(fetcher, "MANY_QUEUES", None)),
         "statements": {
             name: {"sql": statement(name).pg, "params": list(statement(name).params)}
-            for name in ("claim", "claim_many", "claim_limited", "complete_batch")
+            for name in ("claim", "claim_many", "claim_limited", "complete_batch", "claim_completing")
             if name in statements()
         },
     }
@@ -245,8 +251,15 @@ async def child_worker(req: dict[str, Any]) -> dict[str, Any]:
     from akadze import Akadze
     from akadze.worker import Worker, fetcher
 
+    try:
+        from akadze.db.queries import runs
+    except ImportError:  # a version before the queries were split by area
+        runs = None  # type: ignore[assignment]
+
     if req.get("many_queues") is not None:
-        fetcher.MANY_QUEUES = req["many_queues"]
+        fetcher.MANY_QUEUES = req["many_queues"]  # a version before claim_completing.sql
+        if runs is not None:
+            runs.MANY_QUEUES = req["many_queues"]
     app = Akadze(database_url=req["dsn"])
     expect: int = req["expect"]
     every: int = req["sample_every"]
@@ -464,6 +477,16 @@ class Harness:
             name = "claim"
             forced = forced_threshold(state)
             many = many if forced is None else forced
+            if "claim" not in self.info["statements"]:  # one statement: the claim writing nothing
+                return self.statement(
+                    "claim_completing",
+                    queues=queues,
+                    limit=limit,
+                    worker_id=str(uuid.uuid4()),
+                    many_queues=many,
+                    batch="[]",
+                    max_errors=20,
+                )
             if many is not None and len(queues) > many:
                 name = "claim_many"
             return self.statement(name, queues=queues, limit=limit, worker_id=str(uuid.uuid4()))
@@ -518,7 +541,18 @@ class Harness:
                     }
                     for r in claimed
                 ]
-                sql, params = self.statement("complete_batch", batch=json.dumps(batch), max_errors=20)
+                if "complete_batch" in self.info["statements"]:
+                    sql, params = self.statement("complete_batch", batch=json.dumps(batch), max_errors=20)
+                else:  # the claim statement claiming nothing
+                    sql, params = self.statement(
+                        "claim_completing",
+                        queues=[],
+                        limit=0,
+                        worker_id=None,
+                        many_queues=0,
+                        batch=json.dumps(batch),
+                        max_errors=20,
+                    )
                 runs.append(await explain(conn, sql, params))
             finally:
                 await tx.rollback()

@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 
 from akadze import Akadze, Limit
 from akadze.app import normalize_url
+from akadze.db.queries.runs import MANY_QUEUES
 from akadze.worker import Worker
-from akadze.worker.fetcher import MANY_QUEUES
 from tests.conftest import with_database
 
 #: the checkout's root, for subprocesses that import akadze and tests.apps

@@ -15,6 +15,7 @@ import pytest
 
 from akadze import Akadze, JobState, Limit
 from akadze.db.queries import Queries
+from akadze.db.queries.runs import MANY_QUEUES
 from akadze.db.sql import statement
 from akadze.errors import ConfigError
 from akadze.flow import arguments_of, check_limit, limit_params
@@ -457,7 +458,7 @@ async def test_a_direct_claim_connection_plans_its_claim_once(app: Akadze, datab
     assert params is not None
     claims = {
         "claim": functools.partial(Queries.claim, queues=["default"]),
-        "claim_many": functools.partial(Queries.claim_many, queues=["default"]),
+        "claim_many": functools.partial(Queries.claim, queues=[f"q{n}" for n in range(MANY_QUEUES + 1)]),
         "claim_limited": functools.partial(Queries.claim_limited, queues=["default"], limits=params),
     }
     for name, claim in claims.items():

@@ -7,8 +7,8 @@ comments are allowed in the files (they are dropped before the parameters are re
 A file may name a fragment in braces, expanded here at load, for what several statements must
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.codec.stored.row_to_job``
 reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
-starts a job and what it returns (``{claim_picked}``: both, for the jobs of a CTE
-``picked``); ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
+starts a job and what it returns; ``{claimed_reply}`` and ``{written_reply}``, the two halves of
+claim_completing's reply; ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
 writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
 enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the reply
 its caller reads. Fragments are constants of this module, never user input.
@@ -94,6 +94,9 @@ def _claim_set() -> str:
     )
 
 
+#: the job columns an outcome's write returns (akadze.outcomes.Completed)
+_COMPLETED = frozenset({"id", "task", "queue", "state", "attempt", "run", "run_at"})
+
 #: the columns of a new job that its insert returns; the others are known to the caller
 _INSERTED = frozenset({"id", "run_at", "created_at"})
 
@@ -108,23 +111,16 @@ FRAGMENTS = {
     "job_row": _job_row(result=True),
     # a job as the claim returns it: a job about to run has no result it needs
     "claimed_job_row": _job_row(result=False),
-    # the end of every claim statement (claim, claim_many, claim_limited): the claimed job
+    # the end of every claim statement (claim_completing, claim_limited): the claimed job
     # ``j`` as it starts (or ends cancelled at once: cancel requested or expired before its
     # run) and as the claim returns it
     "claim_set": _claim_set(),
     "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
-    # the end of claim.sql and claim_many.sql: start the jobs their CTE ``picked`` locked, found
-    # by the row versions it locked (``tid``, their ctid). Not a join on id: the generic plan a
-    # claim connection keeps (generic_plans.sql) cannot know the LIMIT, and would hash the whole
-    # table to join a tenth of it; a TID scan reads just the locked rows whatever the estimate.
-    # A row another transaction changed after this statement's snapshot was taken and before
-    # its lock is locked in its newest version, which that snapshot does not see: the TID scan
-    # passes it over, and it stays queued for the next claim (a join on id would claim it)
-    "claim_picked": (
-        "UPDATE akadze_jobs AS j\nSET\n    "
-        + _claim_set()
-        + "\nWHERE j.ctid = ANY(ARRAY(SELECT picked.tid FROM picked))\nRETURNING\n    "
-        + _job_row(result=False, table="j")
+    # claim_completing.sql's reply: the claimed jobs' row, and the written jobs' row in the same
+    # columns (complete's slim row: the others NULL)
+    "claimed_reply": ", ".join(f"claimed.{name}" for name in ROW_COLUMNS),
+    "written_reply": ", ".join(
+        f"done.{name}" if name in _COMPLETED else f"NULL AS {name}" for name in ROW_COLUMNS
     ),
     # what every enqueue writes from its parameters, in this order (the columns, then the values)
     "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
@@ -191,47 +187,6 @@ def parse(name: str, raw: str) -> Statement:
     return Statement(name, body, text(body), pg, tuple(order))
 
 
-#: statements made from two files rather than read from one: name -> (claim, complete).
-#: Each is its claim with complete_batch's write in front (completing()); the worker runs it to
-#: write the outcomes waiting when it claims in the claim's own statement and commit
-COMPLETING = {
-    "claim_completing": ("claim", "complete_batch"),
-    "claim_many_completing": ("claim_many", "complete_batch"),
-}
-
-
-def completing(claim: str, complete: str) -> str:
-    """The text of ``claim`` (a file ending in ``{claim_picked}``) that first writes the
-    outcomes ``complete`` (complete_batch.sql: ``WITH done AS (UPDATE ...) SELECT ... FROM
-    done``) writes, as one statement: its rows are the claimed jobs (``written`` false) and
-    then complete_batch's rows, in the job row's columns (``written`` true, the columns
-    complete_batch does not return NULL).
-
-    The two writes cannot meet: complete_batch updates running jobs owned by the runs it
-    names, the claim locks and updates jobs that are queued in the statement's snapshot, which
-    every part of a statement shares (a job the write sends back to queued is claimed by a
-    later statement, never by this one)."""
-    claim, complete = _uncommented(claim).strip(), _uncommented(complete).strip()
-    head, picked = "WITH ", "{claim_picked}"
-    if claim.startswith("WITH RECURSIVE "):
-        head = "WITH RECURSIVE "
-    if not (claim.startswith(head) and claim.endswith(picked) and complete.startswith("WITH done AS (")):
-        raise ValueError("a completing claim needs a claim ending in {claim_picked} and complete_batch")
-    write, reply = complete.removeprefix("WITH ").split("\n)\nSELECT\n", 1)
-    claimed = ", ".join(f"claimed.{name}" for name in ROW_COLUMNS)
-    done = ", ".join(f"d.{name}" if name in _COMPLETED else f"NULL AS {name}" for name in ROW_COLUMNS)
-    return (
-        f"{head}{write}\n),\n{claim.removeprefix(head).removesuffix(picked).rstrip()},\n"
-        f"claimed AS (\n{picked}\n)\n"
-        f"SELECT {claimed}, false AS written, NULL AS notified\nFROM claimed\n"
-        f"UNION ALL\nSELECT {done}, true AS written, d.notified\nFROM (\nSELECT\n{reply}\n) AS d"
-    )
-
-
-#: the job columns complete_batch returns (akadze.outcomes.Completed)
-_COMPLETED = frozenset({"id", "task", "queue", "state", "attempt", "run", "run_at"})
-
-
 def statements() -> dict[str, Statement]:
     """Every statement of akadze/db/sql, by name (tests and tools: the hot paths ask for one)."""
     folder = importlib.resources.files("akadze.db") / "sql"
@@ -240,17 +195,13 @@ def statements() -> dict[str, Statement]:
         for entry in folder.iterdir()
         if entry.name.endswith(".sql")
     }
-    return found | {name: statement(name) for name in COMPLETING}
+    return found
 
 
 @cache
 def statement(name: str) -> Statement:
-    """The statement of akadze/db/sql/NAME.sql (or of COMPLETING, made from two files), read
-    and parsed at its first use (reading all forty files at once cost a process's first
-    enqueue about 4 ms)."""
-    if name in COMPLETING:
-        claim, complete = COMPLETING[name]
-        return parse(name, completing(_source(claim), _source(complete)))
+    """The statement of akadze/db/sql/NAME.sql, read and parsed at its first use (reading all
+    forty files at once cost a process's first enqueue about 4 ms)."""
     return parse(name, _source(name))
 
 

@@ -41,29 +41,24 @@ ClaimCompleting = Callable[
 ]
 
 
-#: a worker serving more queues than this claims with one scan over all of them (claim_many.sql)
-#: rather than one per queue (claim.sql); docs/worker.md has the measurements behind the number
-MANY_QUEUES = 8
-
-
 def choose_claim(app: Akadze, queues: Sequence[str]) -> Claim:
     """The claim a worker of ``app`` runs: claim_limited if some task has a Limit, else claim
-    (claim_many past MANY_QUEUES queues)."""
+    (claim_completing writing nothing)."""
     limits = limit_params(
         {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
     )
     if limits is not None:
         return functools.partial(Queries.claim_limited, limits=limits)
-    return Queries.claim_many if len(queues) > MANY_QUEUES else Queries.claim
+    return Queries.claim
 
 
 def choose_claim_completing(app: Akadze, queues: Sequence[str]) -> ClaimCompleting | None:
-    """The claim that writes the waiting outcomes in its own statement, for a worker whose
-    claim is claim or claim_many; None for claim_limited, which counts a group's running jobs
-    from its snapshot and would see the outcomes it writes as still running."""
+    """The claim that writes the waiting outcomes in its own statement (claim_completing), or
+    None for a worker whose claim is claim_limited, which counts a group's running jobs from
+    its snapshot and would see the outcomes it writes as still running."""
     if any(task.options.limit for task in app.tasks.values()):
         return None
-    return Queries.claim_many_completing if len(queues) > MANY_QUEUES else Queries.claim_completing
+    return Queries.claim_completing
 
 
 class Fetcher:
@@ -105,7 +100,7 @@ class Fetcher:
         #: the connection claims run on (the worker registers and unregisters on it too)
         self.held = HeldConnection(app.engine)
         self._app = app
-        #: the claim statement: claim.sql, claim_many.sql or claim_limited.sql (choose_claim)
+        #: the claim statement: claim (claim_completing.sql) or claim_limited.sql (choose_claim)
         self.claim = choose_claim(app, self.queues)
         #: the same claim writing the waiting outcomes first, or None where claims do not
         self.claim_completing = choose_claim_completing(app, self.queues)

@@ -17,10 +17,10 @@ import pytest
 
 from akadze import Akadze
 from akadze.db.queries import Queries
+from akadze.db.queries.runs import MANY_QUEUES
 from akadze.db.sql import statement
 from akadze.testing import drain
 from akadze.worker import Worker
-from akadze.worker.fetcher import MANY_QUEUES
 from tests.support import plain
 
 FINISHED = 1_000_000
@@ -48,15 +48,18 @@ FROM generate_series(1, {QUEUED}) AS n
 """
 
 
-#: the claim statements (fetcher.choose_claim) and the index each must read
+#: the claim's two branches (claim_completing.sql): one queue at a time, and one walk across
+#: every queue past MANY_QUEUES; the index each must read, and the many_queues that forces it
+#: (whatever the number of queues)
 CLAIMS = {"claim": "akadze_jobs_claim_idx", "claim_many": "akadze_jobs_claim_many_idx"}
+_FORCE = {"claim": 2**31 - 1, "claim_many": 0}
 
 
-#: the claims that write outcomes first (db/sql.py, COMPLETING) and the claim index each must read
-COMPLETING = {
-    "claim_completing": "akadze_jobs_claim_idx",
-    "claim_many_completing": "akadze_jobs_claim_many_idx",
-}
+def _claim_args(name: str, queues: list[str], limit: int, worker_id: str, batch: str = "[]") -> list[Any]:
+    """claim_completing's arguments for ``name``'s branch: the claim alone unless ``batch``."""
+    values = {"queues": queues, "limit": limit, "worker_id": worker_id, "many_queues": _FORCE[name]}
+    values |= {"max_errors": 20, "batch": batch}
+    return [values[param] for param in statement("claim_completing").params]
 
 
 def _ended(job_id: int) -> dict[str, Any]:
@@ -88,10 +91,27 @@ def _buffers(node: dict[str, Any]) -> int:
     return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
 
 
+def _ran(node: dict[str, Any]) -> dict[str, Any]:
+    """A plan (EXPLAIN ANALYZE) without the nodes that never ran: the branch of the claim its
+    queues did not take is in the plan, cut by its constant condition."""
+    kept = [_ran(child) for child in node.get("Plans", []) if child.get("Actual Loops", 1) > 0]
+    if node["Node Type"] == "Sort" and node.get("Actual Rows") == 0:
+        # the other branch's sort above its cut input: it sorts no job
+        return {**node, "Node Type": "Sort (of nothing)", "Plans": kept}
+    return {**node, "Plans": kept}
+
+
 async def _plan(conn: asyncpg.Connection, name: str, *args: Any) -> list[tuple[str, str | None, str | None]]:
-    raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {statement(name).pg}", *args)
+    """Every (node type, relation, index) that ran in the plan of statement ``name``: run
+    under EXPLAIN ANALYZE and rolled back."""
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement(name).pg}", *args)
+    finally:
+        await tx.rollback()
     plan = json.loads(raw) if isinstance(raw, str) else raw
-    return _scans(plan[0]["Plan"])
+    return _scans(_ran(plan[0]["Plan"]))
 
 
 async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_url: str) -> None:
@@ -106,7 +126,8 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
         for mode in ("auto", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
             for name, index in CLAIMS.items():
-                claim = await _plan(conn, name, ["default", "mail"], 10, str(uuid.uuid4()))
+                args = _claim_args(name, ["default", "mail"], 10, str(uuid.uuid4()))
+                claim = await _plan(conn, "claim_completing", *args)
                 # the claim's index finds the rows; the primary key joins them to the update
                 indexes = {index for _, relation, index in claim if relation == "akadze_jobs" and index}
                 assert indexes <= {index, "akadze_jobs_pkey"}, (mode, claim)
@@ -116,13 +137,12 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
                     # one ordered scan over every queue: a sort would mean reading every ready job
                     assert not any(kind == "Sort" for kind, _, _ in claim), (mode, claim)
 
-            for name, index in COMPLETING.items():
+            for name, index in CLAIMS.items():
                 # the outcomes' rows are found by primary key or among the running jobs (a small
                 # index), the claimed ones by the claim's index
-                stmt = statement(name)
-                values = {"queues": ["default", "mail"], "limit": 10, "worker_id": str(uuid.uuid4())}
-                values |= {"max_errors": 20, "batch": json.dumps([_ended(n) for n in range(1, 40, 3)])}
-                plan = await _plan(conn, name, *(values[param] for param in stmt.params))
+                batch = json.dumps([_ended(n) for n in range(1, 40, 3)])
+                args = _claim_args(name, ["default", "mail"], 10, str(uuid.uuid4()), batch)
+                plan = await _plan(conn, "claim_completing", *args)
                 indexes = {index for _, relation, index in plan if relation == "akadze_jobs" and index}
                 assert indexes <= {index, "akadze_jobs_pkey", "akadze_jobs_running_idx"}, (mode, plan)
                 assert indexes & {"akadze_jobs_pkey", "akadze_jobs_running_idx"}, (mode, plan)
@@ -139,7 +159,7 @@ async def test_claim_uses_the_claim_index_with_a_million_finished_rows(database_
 async def test_each_claim_reads_its_own_index_even_before_any_statistics(database_url: str) -> None:
     # two indexes hold the queued jobs in claim order; claim.sql, which names one queue per scan,
     # must never be planned on the queue-less one (it would read every queue's jobs), nor
-    # claim_many.sql on the per-queue one (it would sort every ready job)
+    # the walk across queues on the per-queue one (it would sort every ready job)
     conn = await asyncpg.connect(plain(database_url))
     try:
         await conn.execute(
@@ -149,7 +169,9 @@ async def test_each_claim_reads_its_own_index_even_before_any_statistics(databas
         for mode in ("auto", "force_generic_plan"):
             await conn.execute(f"SET plan_cache_mode = {mode}")
             for name, own in CLAIMS.items():
-                plan = await _plan(conn, name, ["q1", "q2"], 10, str(uuid.uuid4()))
+                plan = await _plan(
+                    conn, "claim_completing", *_claim_args(name, ["q1", "q2"], 10, str(uuid.uuid4()))
+                )
                 indexes = {index for _, relation, index in plan if relation == "akadze_jobs" and index}
                 assert indexes <= {own, "akadze_jobs_pkey"}, (mode, name, plan)
                 assert ("Index Scan", "akadze_jobs", own) in plan, (mode, name, plan)
@@ -158,13 +180,30 @@ async def test_each_claim_reads_its_own_index_even_before_any_statistics(databas
 
 
 async def _kept_plan(conn: asyncpg.Connection, name: str) -> str:
-    """The plan the claim connection keeps for its prepared claim statement ``name``."""
+    """The plan the claim connection keeps for its prepared claim statement, as ``name``'s
+    branch runs it (the branch not taken cut out)."""
     prepared = await conn.fetchval(
-        "SELECT name FROM pg_prepared_statements WHERE name LIKE $1", f"__akadze_{name}_%"
+        "SELECT name FROM pg_prepared_statements WHERE name LIKE $1", "__akadze_claim_completing_%"
     )
     assert prepared is not None, await conn.fetch("SELECT name FROM pg_prepared_statements")
-    rows = await conn.fetch(f"EXPLAIN EXECUTE {prepared}('{{default}}', 10, '{uuid.uuid4()}')")
-    return "\n".join(row[0] for row in rows)
+    args = _claim_args(name, ["default"], 10, str(uuid.uuid4()))
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        # EXECUTE takes no parameters: the arguments as literals (constants of this test)
+        literals = ", ".join(
+            "'{" + ",".join(arg) + "}'"
+            if isinstance(arg, list)
+            else repr(arg)
+            if isinstance(arg, str)
+            else str(arg)
+            for arg in args
+        )
+        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {prepared}({literals})")
+    finally:
+        await tx.rollback()
+    plan = _ran((json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"])
+    return "\n".join(f"{kind} on {relation}" for kind, relation, _ in _scans(plan) if relation)
 
 
 @pytest.mark.parametrize("name", list(CLAIMS))
@@ -177,7 +216,10 @@ async def test_a_claim_connection_makes_its_plan_again_as_the_table_grows(
     from akadze.db.queries import runs
 
     conn = await asyncpg.connect(plain(database_url))
-    claim = getattr(Queries, name)
+
+    async def claim(conn: asyncpg.Connection, queues: list[str], limit: int, worker_id: str) -> None:
+        await Queries.claim_completing(conn, queues, limit, worker_id, (), many_queues=_FORCE[name])
+
     try:
         await conn.execute(
             "INSERT INTO akadze_jobs (task, queue) SELECT 'bulk', 'default' FROM generate_series(1, 3)"
@@ -215,10 +257,8 @@ async def _explain_claim(
     await tx.start()
     try:
         raw = await conn.fetchval(
-            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement(name).pg}",
-            queues,
-            limit,
-            str(uuid.uuid4()),
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement('claim_completing').pg}",
+            *_claim_args(name, queues, limit, str(uuid.uuid4())),
         )
     finally:
         await tx.rollback()
@@ -296,7 +336,9 @@ async def test_the_claim_takes_ready_jobs_across_priorities_and_queues_in_claim_
             tx = conn.transaction()
             await tx.start()
             try:
-                rows = await conn.fetch(statement(name).pg, queues, limit, str(uuid.uuid4()))
+                rows = await conn.fetch(
+                    statement("claim_completing").pg, *_claim_args(name, queues, limit, str(uuid.uuid4()))
+                )
             finally:
                 await tx.rollback()
             return sorted((by_id[r["id"]] for r in rows), key=[label for label, *_ in jobs].index)
@@ -342,7 +384,9 @@ def test_a_worker_of_many_queues_claims_with_one_scan_over_them() -> None:
     app = Akadze(database_url="postgresql://localhost/unused")
     few = [f"q{n}" for n in range(MANY_QUEUES)]
     assert Worker(app, queues=few).fetcher.claim is Queries.claim
-    assert Worker(app, queues=[*few, "one-more"]).fetcher.claim is Queries.claim_many
+    assert Worker(app, queues=[*few, "one-more"]).fetcher.claim is Queries.claim
+    # one statement, two branches: past MANY_QUEUES queues its second (one scan) runs
+    assert "<= CAST(:many_queues AS integer)" in statement("claim_completing").source
 
 
 async def test_a_worker_of_many_queues_runs_them_in_claim_order_and_skips_a_paused_one(
@@ -359,7 +403,7 @@ async def test_a_worker_of_many_queues_runs_them_in_claim_order_and_skips_a_paus
             order.append(label)
 
         tasks[queue] = run
-    assert Worker(app).fetcher.claim is Queries.claim_many
+    assert len(Worker(app).queues) > MANY_QUEUES
     await tasks["q3"].using(priority=1).enqueue(label="q3-p1")
     await tasks["q0"].enqueue(label="q0-p0-first")
     await tasks["q9"].using(priority=5, delay=timedelta(hours=1)).enqueue(label="q9-delayed")

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from akadze import Akadze
-from akadze.db.migrate import migrations, render_sql
+from akadze.db.migrate import SUPERSEDED, migrations, render_sql
 from akadze.db.tables import metadata
 from tests.conftest import with_database
 from tests.support import PYTHON, ROOT, fetch, plain, subprocess_env
@@ -173,10 +173,15 @@ def test_migrations_are_numbered_without_gaps_and_named_plainly() -> None:
 
 
 def test_released_migrations_never_change() -> None:
+    """A released migration never changes, unless its release's checksum is kept in SUPERSEDED
+    (0011 lost its copies of the statements: akadze.db.pooled), so that databases that applied
+    it migrate on."""
     shipped = {(m.version, m.name): m.checksum for m in migrations()}
     for key, checksum in RELEASED.items():
         assert key in shipped, f"released migration {key} is missing"
-        assert shipped[key] == checksum, f"migration {key} was edited after release: add a new one instead"
+        assert shipped[key] == checksum or checksum in SUPERSEDED.get(key[0], ()), (
+            f"migration {key} was edited after release: add a new one instead"
+        )
 
 
 async def test_tables_py_matches_the_migrated_schema(

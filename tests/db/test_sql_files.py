@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from akadze.db.queries import Queries
-from akadze.db.sql import COMPLETING, JOB_COLUMNS, JSON_COLUMNS, statements
+from akadze.db.sql import JOB_COLUMNS, JSON_COLUMNS, statements
 from akadze.job import Job
 from tests.support import module_database, plain
 
@@ -58,7 +58,7 @@ def statement_uses() -> dict[str, list[str]]:
 
 
 def test_the_sql_folder_is_not_empty() -> None:
-    assert {"claim", "complete_batch", "enqueue", "enqueue_batch"} <= set(SQL_FILES)
+    assert {"claim_completing", "enqueue", "enqueue_batch"} <= set(SQL_FILES)
 
 
 def test_every_sql_file_is_used_by_exactly_one_queries_method_of_its_name() -> None:
@@ -71,14 +71,7 @@ def test_every_sql_file_is_used_by_exactly_one_queries_method_of_its_name() -> N
 
 def test_every_statement_a_method_names_has_its_file() -> None:
     named = {name for names in statement_uses().values() for name in names}
-    assert named <= set(SQL_FILES) | set(COMPLETING)
-
-
-def test_every_statement_made_from_files_is_used_by_exactly_one_queries_method_of_its_name() -> None:
-    uses = statement_uses()
-    for name, files in COMPLETING.items():
-        assert uses.get(name) == [name], f"Queries.{name} must run {name}, and only it"
-        assert set(files) <= set(SQL_FILES)
+    assert named <= set(SQL_FILES)
 
 
 def test_no_other_module_executes_a_statement_file() -> None:
@@ -100,8 +93,8 @@ def test_job_row_is_every_field_a_job_reads_from_its_row() -> None:
     assert JSON_COLUMNS <= set(JOB_COLUMNS)
 
 
-#: every statement: the files, and those made at load from two of them (db/sql.py, COMPLETING)
-STATEMENTS = [*SQL_FILES, *sorted(COMPLETING)]
+#: every statement: one per file
+STATEMENTS = SQL_FILES
 
 
 @pytest.mark.parametrize("name", STATEMENTS)

@@ -47,7 +47,7 @@ async def test_a_worker_behind_pgbouncer_claims_through_the_functions(
 
     # the server counts the calls (an idle session reports its statistics within 10 s): the
     # worker's claim, alone or writing outcomes (claim_limited never writes them)
-    forms = {function_name(claim), function_name(f"{claim}_completing")}
+    forms = {function_name("claim_limited" if claim == "claim_limited" else "claim_completing")}
     for _ in range(200):
         calls = await function_calls(fault_env.dsn)
         claims = sum(n for fn, n in calls.items() if fn in forms)

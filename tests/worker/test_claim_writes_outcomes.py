@@ -347,7 +347,7 @@ def test_claims_with_limits_do_not_write_outcomes(make_app: Callable[..., Akadze
     async def free() -> None: ...
 
     assert choose_claim_completing(app, ["default"]) is Queries.claim_completing
-    assert choose_claim_completing(app, [f"q{n}" for n in range(20)]) is Queries.claim_many_completing
+    assert choose_claim_completing(app, [f"q{n}" for n in range(20)]) is Queries.claim_completing
 
     @app.task("limited", limit=Limit(concurrency=2))
     async def limited() -> None: ...

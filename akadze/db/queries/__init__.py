@@ -5,7 +5,8 @@ area so that each module reads in one sitting:
 
 - connection.py: how a statement runs on a SQLAlchemy or a raw asyncpg connection
 - enqueue.py: the enqueue statements (``NewJobs``)
-- runs.py: the worker's hot path: claim, complete_batch, set_result, find_claimed
+- runs.py: the worker's hot path: claim_completing (and its two halves, claim and complete_batch),
+  claim_limited, set_result, find_claimed
 - workers.py: workers' rows, heartbeat, orphans (``Orphan``, ``LiveTask``, ``beat_statements``)
 - jobs.py: reading, listing, cancelling, requeueing jobs
 - schedules.py: schedules' fire times and the pruner's batches

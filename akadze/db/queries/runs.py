@@ -18,6 +18,9 @@ from akadze.flow import LimitParams
 from akadze.job import Job
 from akadze.outcomes import Completed, Completion
 
+#: past this many queues claim_completing.sql walks one index over every queue (its second
+#: branch) rather than each queue's own (docs/worker.md has the measurements behind the number)
+MANY_QUEUES = 8
 #: a job keeps at most this many error entries, the newest
 MAX_ERRORS = 20
 #: an error entry's message is cut to this many characters
@@ -34,32 +37,28 @@ _planned: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictiona
 
 class RunQueries:
     @staticmethod
-    async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
-        params = _claim_params(queues, limit, worker_id)
-        return _jobs(await _claim(conn, statement("claim"), params))
-
-    @staticmethod
-    async def claim_many(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
-        """claim, for a worker of many queues: one scan over all of them (claim_many.sql says why)."""
-        params = _claim_params(queues, limit, worker_id)
-        return _jobs(await _claim(conn, statement("claim_many"), params))
-
-    @staticmethod
     async def claim_completing(
-        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, ended: Sequence[Completion]
+        conn: Connection,
+        queues: Sequence[str],
+        limit: int,
+        worker_id: str | None,
+        ended: Sequence[Completion],
+        *,
+        many_queues: int | None = None,
     ) -> tuple[list[Job], list[Completed]]:
-        """complete_batch(ended), then claim, in one statement and one commit (db/sql.py,
-        completing): the jobs claimed, and the jobs written as complete_batch returns them."""
+        """Write the outcomes ``ended``, then claim up to ``limit`` ready jobs of ``queues``, in
+        one statement and one commit (claim_completing.sql): the jobs claimed, and the jobs
+        written (the fenced-out are absent). Past ``many_queues`` queues the claim walks one
+        index over all of them (tests and benchmarks force either way through it)."""
         params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
+        params["many_queues"] = MANY_QUEUES if many_queues is None else many_queues
         return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))
 
     @staticmethod
-    async def claim_many_completing(
-        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, ended: Sequence[Completion]
-    ) -> tuple[list[Job], list[Completed]]:
-        """claim_completing, for a worker of many queues (claim_many)."""
-        params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
-        return _claimed_and_written(await _claim(conn, statement("claim_many_completing"), params))
+    async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
+        """Claim up to ``limit`` ready jobs of ``queues`` (claim_completing, writing nothing)."""
+        jobs, _ = await RunQueries.claim_completing(conn, queues, limit, worker_id, ())
+        return jobs
 
     @staticmethod
     async def claim_limited(
@@ -85,9 +84,10 @@ class RunQueries:
 
     @staticmethod
     async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
-        """Applies what still owns its job; returns the jobs as written (the fenced-out are absent)."""
-        rows = await fetch(conn, statement("complete_batch"), _batch_params(ended))
-        return [_completed(r) for r in rows]
+        """Write the outcomes ``ended`` (claim_completing, claiming nothing): what still owns its
+        job is applied; returns the jobs as written (the fenced-out are absent)."""
+        _, written = await RunQueries.claim_completing(conn, (), 0, None, ended)
+        return written
 
     @staticmethod
     async def find_written(conn: Connection, worker_id: str, ended: Sequence[Completion]) -> list[Completed]:
@@ -132,7 +132,7 @@ async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> S
     return await fetch(conn, stmt, params)
 
 
-def _claim_params(queues: Sequence[str], limit: int, worker_id: str) -> dict[str, Any]:
+def _claim_params(queues: Sequence[str], limit: int, worker_id: str | None) -> dict[str, Any]:
     """What every claim statement takes: the queues, how many jobs at most, and who claims."""
     return {"queues": list(queues), "limit": limit, "worker_id": worker_id}
 
@@ -159,7 +159,7 @@ def _completed(row: Any) -> Completed:
 
 
 def _batch_params(ended: Sequence[Completion]) -> dict[str, Any]:
-    """complete_batch's parameters for the outcomes ``ended``."""
+    """The parameters of the outcomes ``ended`` (claim_completing.sql's ``done``)."""
     rows_out = [
         _CompletionRow(
             e.job_id,
@@ -184,7 +184,7 @@ class _ErrorEntry(msgspec.Struct):
 
 
 class _CompletionRow(msgspec.Struct):
-    """One element of complete_batch's JSON batch; the names are the recordset's columns."""
+    """One element of the outcomes' JSON batch; the names are the recordset's columns."""
 
     id: int
     run: int

@@ -125,7 +125,7 @@ seen AS (
                 )
             END
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT :limit
+        LIMIT CAST(:limit AS bigint)
         FOR UPDATE OF j SKIP LOCKED
     ) AS p
 ),
@@ -142,7 +142,7 @@ ordered AS (
         SELECT s.id, s.grp, s.conc, s.rate, s.per, s.priority, s.run_at
         FROM seen AS s
         ORDER BY s.priority DESC, s.run_at, s.id
-        LIMIT :limit
+        LIMIT CAST(:limit AS bigint)
     ) AS f
 ),
 wanted AS (
