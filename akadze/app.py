@@ -25,7 +25,7 @@ from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
 from akadze.db.url import check_url, with_libpq_params
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
-from akadze.events import Accept, Events, Kind, Subscriber
+from akadze.events import Accept, Events, Kind, Subscriber, logs, tracing
 from akadze.hooks import Hooks
 from akadze.job import Job, check_name
 from akadze.task import Task, TaskOptionArgs, TaskOptions
@@ -161,8 +161,12 @@ class Akadze:
         self.retention = retention
         self.max_args_bytes = max_args_bytes
         self.hooks = Hooks()
-        #: the subscribers to this process's committed transitions; see subscribe()
+        #: the subscribers to this process's committed transitions; see subscribe(). The
+        #: transition log line and traces attach like any subscriber, each taking events only
+        #: while its own switch is on (the logger's level; a tracer provider)
         self.events = Events()
+        logs.attach(self.events)
+        tracing.attach(self.events)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         #: modules included, in order

@@ -24,7 +24,7 @@ from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError
-from akadze.events import observe, tracing
+from akadze.events import observe
 from akadze.flow import Limit, Unique
 from akadze.flow.uniqueness import insert_unique
 from akadze.hooks import EnqueueHook, call
@@ -336,7 +336,7 @@ async def insert_jobs(
 async def _insert(
     conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
 ) -> list[Job]:
-    if tracing.watching():
+    if observe.watching():
         # metrics or tracing enabled (akadze/events/observe.py): a span, a trace context, a count
         return await observe.watched(_insert_rows, conn, new, payloads, hooks)
     return await _insert_rows(conn, new, payloads, hooks)

@@ -16,7 +16,8 @@ import pytest
 from akadze import Akadze, Cancel, Fail, JobState, Retry, Snooze, current, request_cancel, requeue
 from akadze.db.queries import Queries
 from akadze.errors import ConfigError
-from akadze.events import Event, Kind, log_transition
+from akadze.events import Event, Kind
+from akadze.events.logs import log_transition
 from akadze.outcomes import Verdict
 from akadze.testing import drain
 from akadze.worker import Worker

@@ -10,6 +10,11 @@ Events carry no task arguments and no results.
 
 akadze's own in-memory tallies (the run metrics) take theirs in the publishing thread instead
 (:meth:`Events.tally`): memory updates only, so they cannot slow a transition.
+
+The bus knows none of its subscribers: the transition log line (events/logs.py), traces
+(events/tracing.py) and metrics (events/metrics.py) attach through :meth:`Events.subscribe`
+and :meth:`Events.tally` like any other, each with its own cheap check of whether it wants
+events now (``interest``), so that a process builds no event nobody takes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from typing import TypeAlias
 import msgspec
 
 from akadze.errors import ConfigError
-from akadze.events.logs import LOGGED, log_transition, transition_logger
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Verdict
 
@@ -99,10 +103,72 @@ Subscriber: TypeAlias = Callable[[Event], None]
 Tally: TypeAlias = Callable[[Sequence[Event]], None]
 #: a subscriber's filter, run in the publishing thread: whether it takes the event
 Accept: TypeAlias = Callable[[Event], bool]
-_Entry: TypeAlias = tuple[Subscriber, frozenset[Kind], Accept | None]
-_TallyEntry: TypeAlias = tuple[Tally, frozenset[Kind], None]
-#: the kinds the transition log line may log
-_LOGGED = frozenset(Kind(kind) for kind in LOGGED)
+
+
+class Need(enum.IntEnum):
+    """What a subscriber takes of the events of one kind now, or what all of them take: the
+    publisher builds only that much."""
+
+    #: none: build nothing
+    NOTHING = 0
+    #: only the ends of runs with an error (every subscriber that takes some accepts with
+    #: :func:`has_error`): build only those
+    ERRORS = 1
+    #: those its filter accepts (build them, the filter decides)
+    SOME = 2
+    #: all of them
+    ALL = 3
+
+
+#: a subscriber's own check of what it takes now (a logger's level, whether tracing is on),
+#: called at every publication: it must be cheap
+Interest: TypeAlias = Callable[[], Need]
+
+
+def has_error(event: Event) -> bool:
+    """A filter: the events whose run ended with an error (the publisher builds only those
+    when no subscriber takes more)."""
+    return event.error_type is not None
+
+
+class _Entry:
+    """One subscription: what it takes, and how it says so now."""
+
+    __slots__ = ("accept", "callback", "interest", "kinds")
+
+    def __init__(
+        self,
+        callback: Subscriber | Tally,
+        kinds: frozenset[Kind],
+        accept: Accept | None,
+        interest: Interest | None,
+    ) -> None:
+        self.callback = callback
+        self.kinds = kinds
+        self.accept = accept
+        self.interest = interest
+
+    def need(self) -> Need:
+        """What it takes of its kinds now: what its interest says, else all that its filter
+        accepts (ERRORS for the filter :func:`has_error`)."""
+        if self.interest is not None:
+            need = self.interest()
+            return Need.ALL if need is Need.SOME and self.accept is None else need
+        if self.accept is None:
+            return Need.ALL
+        return Need.ERRORS if self.accept is has_error else Need.SOME
+
+    def filter(self, need: Need) -> Accept:
+        """The filter of what it takes when it takes ``need`` (SOME or ERRORS)."""
+        if need is Need.ERRORS:
+            return has_error
+        assert self.accept is not None  # need() says ALL for a subscription without a filter
+        return self.accept
+
+    def takes(self, event: Event) -> bool:
+        """Whether it takes ``event`` (on the events thread, just before the delivery)."""
+        need = self.need()
+        return need is Need.ALL or (need is not Need.NOTHING and self.filter(need)(event))
 
 
 def event_of(
@@ -158,16 +224,12 @@ class Events:
         self.max_queued = max_queued
         #: events dropped because the queue was full (a slow subscriber)
         self.dropped = 0
-        #: (subscriber, the kinds it takes, its filter): the events thread's, and the tallies
-        self._threaded: tuple[_Entry, ...] = ((log_transition, _LOGGED, None),)
-        self._tallies: tuple[_TallyEntry, ...] = ()
-        self._subscribers: tuple[Subscriber, ...] = (log_transition,)
-        #: the kinds some subscriber without a filter takes (on the thread; not the log line)
-        self._queued_kinds: frozenset[Kind] = frozenset()
-        #: the kinds and filters of the others
-        self._filtered: tuple[tuple[frozenset[Kind], Accept], ...] = ()
-        #: per kind, the tallies that take it (publish's first look-up)
-        self._tallies_of: dict[Kind, tuple[Tally, ...]] = dict.fromkeys(Kind, ())
+        #: the subscriptions of the events thread, and the tallies (the publishing thread's)
+        self._threaded: tuple[_Entry, ...] = ()
+        self._tallies: tuple[_Entry, ...] = ()
+        #: per kind, the subscriptions that take it (publish's first look-up)
+        self._threaded_of: dict[Kind, tuple[_Entry, ...]] = dict.fromkeys(Kind, ())
+        self._tallies_of: dict[Kind, tuple[_Entry, ...]] = dict.fromkeys(Kind, ())
         self._queue: collections.deque[Event] = collections.deque()
         self._ready = threading.Event()
         self._done = threading.Condition()
@@ -181,23 +243,32 @@ class Events:
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
-        return self._subscribers
+        """The events thread's subscribers, in the order they subscribed."""
+        return tuple(entry.callback for entry in self._threaded)  # type: ignore[misc]
 
     def subscribe(
-        self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None, accept: Accept | None = None
+        self,
+        callback: Subscriber,
+        *,
+        kinds: Iterable[Kind] | None = None,
+        accept: Accept | None = None,
+        interest: Interest | None = None,
     ) -> Callable[[], None]:
         """Call ``callback(event)`` after every transition this process commits: of ``kinds``
         only, when given, and only those ``accept(event)`` is true of, when given (a cheap
-        test, called in the publishing thread and again before the delivery). What no
-        subscriber takes is not even queued.
+        test, called in the publishing thread and again before the delivery); while
+        ``interest()``, when given, says it takes any (a cheap check, made at every
+        publication: a logger's level, a switch). What no subscriber takes is not even built.
 
         Returns a function that unsubscribes it. ``callback`` must be a plain function: it
         runs on the events thread (hand work to an event loop with
         ``loop.call_soon_threadsafe``).
         """
-        return self._add("_threaded", callback, kinds, accept)
+        return self._add("_threaded", callback, kinds, accept, interest)
 
-    def tally(self, callback: Tally, *, kinds: Iterable[Kind] | None = None) -> Callable[[], None]:
+    def tally(
+        self, callback: Tally, *, kinds: Iterable[Kind] | None = None, interest: Interest | None = None
+    ) -> Callable[[], None]:
         """Call ``callback(events)`` in the publishing thread, as events are published: with a
         sequence of the events of one publication (one event, or the events of a claim or of
         an outcome batch, all of one kind), only of ``kinds`` when given.
@@ -208,16 +279,21 @@ class Events:
         may run in several threads at once, one per event loop that publishes. An exception
         is logged and skipped. Returns a function that removes it.
         """
-        return self._add("_tallies", callback, kinds, None)
+        return self._add("_tallies", callback, kinds, None, interest)
 
     def _add(
-        self, where: str, callback: Subscriber | Tally, kinds: Iterable[Kind] | None, accept: Accept | None
+        self,
+        where: str,
+        callback: Subscriber | Tally,
+        kinds: Iterable[Kind] | None,
+        accept: Accept | None,
+        interest: Interest | None,
     ) -> Callable[[], None]:
         if not callable(callback) or inspect.iscoroutinefunction(callback):
             raise ConfigError(
                 f"an events subscriber must be a plain (not async) function of one event, got {callback!r}"
             )
-        entry = (callback, _kinds(kinds), accept)
+        entry = _Entry(callback, _kinds(kinds), accept, interest)
         setattr(self, where, (*getattr(self, where), entry))
         self._update()
 
@@ -228,34 +304,29 @@ class Events:
         return remove
 
     def _update(self) -> None:
-        self._subscribers = tuple(entry[0] for entry in self._threaded)
-        others = [(kinds, accept) for s, kinds, accept in self._threaded if s is not log_transition]
-        self._queued_kinds = frozenset().union(*(kinds for kinds, accept in others if accept is None))
-        self._filtered = tuple((kinds, accept) for kinds, accept in others if accept is not None)
-        self._tallies_of = {
-            kind: tuple(tally for tally, kinds, _ in self._tallies if kind in kinds) for kind in Kind
-        }
+        self._threaded_of = {kind: tuple(e for e in self._threaded if kind in e.kinds) for kind in Kind}
+        self._tallies_of = {kind: tuple(e for e in self._tallies if kind in e.kinds) for kind in Kind}
+
+    def need(self, kind: Kind) -> Need:
+        """What the subscribers take, now, of events of ``kind``: the most any one takes
+        (ERRORS: only ends with an error; build the others only for more)."""
+        found = Need.NOTHING
+        for entry in (*self._tallies_of[kind], *self._threaded_of[kind]):
+            need = entry.need()
+            if need is Need.ALL:
+                return need
+            if need > found:
+                found = need
+        return found
 
     def wants(self, kind: Kind) -> bool:
         """Whether an event of ``kind`` published now would reach anyone (build it only then)."""
-        if kind in self._queued_kinds or self._tallies_of[kind]:
-            return True
-        if any(kind in kinds for kinds, _ in self._filtered):
-            return True
-        return kind in _LOGGED and transition_logger.isEnabledFor(logging.INFO)
+        return self.need(kind) is not Need.NOTHING
 
     @property
     def active(self) -> bool:
         """Whether some event published now would reach anyone (build events only then)."""
-        if self._queued_kinds or self._tallies or self._filtered:
-            return True
-        return transition_logger.isEnabledFor(logging.INFO)
-
-    @property
-    def failures_active(self) -> bool:
-        """Whether the end of a run with an error would reach anyone: the transition log
-        line logs it at WARNING or ERROR, so it is published even when INFO is off."""
-        return self.active or transition_logger.isEnabledFor(logging.WARNING)
+        return any(entry.need() is not Need.NOTHING for entry in (*self._tallies, *self._threaded))
 
     def publish(self, event: Event) -> None:
         """Hand ``event`` to the tallies, then queue it for the events thread if a subscriber
@@ -264,29 +335,30 @@ class Events:
 
     def publish_all(self, kind: Kind, events: Sequence[Event]) -> None:
         """:meth:`publish` for the events of one claim or one outcome batch, all of ``kind``:
-        each tally takes them in one call, and the events thread's share is decided per event."""
+        each tally takes them in one call, and the events thread's share is decided per event
+        only where a subscriber takes some."""
         if not events:
             return
-        for tally in self._tallies_of[kind]:
+        for entry in self._tallies_of[kind]:
+            if entry.need() is Need.NOTHING:
+                continue
             try:
-                tally(events)
+                entry.callback(events)  # type: ignore[arg-type]
             except Exception:
-                self._log_failure(tally)
-        logged = kind in _LOGGED
-        if kind in self._queued_kinds or (logged and transition_logger.isEnabledFor(logging.INFO)):
-            self._enqueue(events)
-            return
-        # the events thread takes only some: those a filter accepts, and the ends with an
-        # error that the log line logs at WARNING
-        accepts = [accept for kinds, accept in self._filtered if kind in kinds]
-        errors = logged and transition_logger.isEnabledFor(logging.WARNING)
+                self._log_failure(entry.callback)
+        accepts: list[Accept] = []
+        for entry in self._threaded_of[kind]:
+            need = entry.need()
+            if need is Need.ALL:
+                self._enqueue(events)
+                return
+            if need is not Need.NOTHING:
+                accepts.append(entry.filter(need))
         if len(accepts) == 1:  # one comprehension, no generator per event
             accept = accepts[0]
-            self._enqueue([e for e in events if (errors and e.error_type is not None) or accept(e)])
-        elif accepts or errors:
-            self._enqueue(
-                [e for e in events if (errors and e.error_type is not None) or any(a(e) for a in accepts)]
-            )
+            self._enqueue([e for e in events if accept(e)])
+        elif accepts:
+            self._enqueue([e for e in events if any(a(e) for a in accepts)])
 
     def _enqueue(self, events: Sequence[Event]) -> None:
         """Queue ``events``, all taken by some subscriber on the events thread."""
@@ -339,12 +411,12 @@ class Events:
                 while queue and delivered < 100:
                     event = queue.popleft()
                     delivered += 1
-                    for subscriber, kinds, accept in self._threaded:
-                        if event.kind in kinds and (accept is None or accept(event)):
+                    for entry in self._threaded_of[event.kind]:
+                        if entry.takes(event):
                             try:
-                                subscriber(event)
+                                entry.callback(event)  # type: ignore[arg-type]  # a subscriber
                             except Exception:
-                                self._log_failure(subscriber)
+                                self._log_failure(entry.callback)
                 with self._done:
                     self._delivered += delivered
                     self._done.notify_all()

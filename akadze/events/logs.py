@@ -11,15 +11,14 @@ from __future__ import annotations
 import enum
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from akadze.events import Event, Events, Kind, Need
 from akadze.outcomes import ErrorType, Verdict
-
-if TYPE_CHECKING:
-    from akadze.events import Event
 
 #: the transition log line is written on the worker's logger, as it always was documented
 transition_logger = logging.getLogger("akadze.worker")
@@ -94,6 +93,18 @@ def configure(
     root.setLevel(level.upper() if isinstance(level, str) else level)
     if tracebacks:
         logging.getLogger("akadze.worker.traceback").setLevel(logging.DEBUG)
+
+
+def attach(events: Events) -> Callable[[], None]:
+    """Subscribe the transition log line to ``events``: every run end and cancel at INFO, only
+    the runs that ended with an error while the worker's logger is at WARNING, none above."""
+    return events.subscribe(log_transition, kinds=[Kind(kind) for kind in LOGGED], interest=_interest)
+
+
+def _interest() -> Need:
+    if transition_logger.isEnabledFor(logging.INFO):
+        return Need.ALL
+    return Need.ERRORS if transition_logger.isEnabledFor(logging.WARNING) else Need.NOTHING
 
 
 def log_transition(event: Event) -> None:

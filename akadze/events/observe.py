@@ -1,5 +1,5 @@
-"""Watchers of the enqueue path, for akadze.events.metrics and akadze.events.tracing: none unless one was
-enabled (``akadze.events.tracing.watching()`` decides, cheaply). Imports nothing.
+"""Watchers of the enqueue path, for akadze.events.metrics and akadze.events.tracing: none
+unless one was enabled (:func:`watching` decides, cheaply). Imports nothing.
 
 A watcher is called with the insert's NewJobs and its number of jobs before the statement runs;
 it returns a :class:`Watching` whose ``new`` the insert uses (tracing adds its trace context)
@@ -27,6 +27,22 @@ EnqueueWatcher: TypeAlias = Callable[["NewJobs", int], Watching]
 
 #: the enabled watchers, in order (a tuple: replaced whole, read without a lock)
 enqueue_watchers: tuple[EnqueueWatcher, ...] = ()
+#: checks that may enable a watcher when no watcher is (tracing: a tracer provider set since)
+_probes: tuple[Callable[[], bool], ...] = ()
+
+
+def probe_enqueue(probe: Callable[[], bool]) -> None:
+    """Call ``probe()`` at each insert while no watcher is enabled: it may enable one (and say
+    so by returning True). It must be cheap: it runs on every enqueue of a process without
+    metrics or traces."""
+    global _probes
+    _probes = (*_probes, probe)
+
+
+def watching() -> bool:
+    """Whether an insert goes through :func:`watched`: a watcher is enabled, or a probe enabled
+    one now."""
+    return bool(enqueue_watchers) or (any(probe() for probe in _probes) and bool(enqueue_watchers))
 
 
 def watch_enqueue(watcher: EnqueueWatcher) -> Callable[[], None]:

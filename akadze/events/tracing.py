@@ -17,16 +17,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from akadze.events import Event, Kind, observe, trace_context
+from akadze.events import Event, Events, Kind, Need, observe, trace_context
 from akadze.outcomes import ErrorType, Verdict
 
 if TYPE_CHECKING:
-    from akadze.app import Akadze
     from akadze.db.queries import NewJobs
     from akadze.job import Job
 
@@ -78,10 +77,23 @@ def wanted() -> bool:
     return True
 
 
-def watching() -> bool:
-    """Whether an insert goes through :func:`akadze.events.observe.watched`: a watcher is enabled
-    (metrics, or tracing), or tracing turns itself on now (a tracer provider was set)."""
-    return bool(observe.enqueue_watchers) or (_OTEL in sys.modules and not _state.off and wanted())
+def _turned_on() -> bool:
+    """An enqueue probe (akadze.events.observe): whether tracing turns itself on now (a tracer
+    provider was set since), which installs its enqueue watcher."""
+    return _OTEL in sys.modules and not _state.off and not _state.on and wanted()
+
+
+observe.probe_enqueue(_turned_on)
+
+
+def attach(events: Events) -> Callable[[], None]:
+    """Subscribe the end of runs' spans to ``events`` (an app's): it takes the ends of runs
+    with an open span while tracing is on, and nothing otherwise."""
+    return events.subscribe(_end_runs, kinds=_END_KINDS, accept=_is_open, interest=_interest)
+
+
+def _interest() -> Need:
+    return Need.SOME if _state.on else Need.NOTHING
 
 
 def enable(tracer_provider: Any = None) -> None:
@@ -160,7 +172,7 @@ class _Producer:
 # -- consumer: one span per run --------------------------------------------------------------------
 
 
-def start_run(app: Akadze, job: Job) -> Any:
+def start_run(job: Job) -> Any:
     """Open the run's consumer span, child of the enqueuing span, and make it current in this
     context (the run's task). Returns the token for :func:`leave_run`, or None when tracing is
     off. The span ends when the run's outcome is committed (events).
@@ -178,10 +190,6 @@ def start_run(app: Akadze, job: Job) -> Any:
         # the producer's trace was not sampled: nor is the run (as the SDK's default
         # sampler, ParentBased, decides); its context is current for propagation only
         return _state.context.attach(parent)
-    if _end_runs not in app.events.subscribers:  # a scan of a few: cheaper than a WeakSet
-        with _lock:
-            if _end_runs not in app.events.subscribers:
-                app.events.subscribe(_end_runs, kinds=_END_KINDS, accept=_is_open)
     span = _state.run_span(job.task, job.queue, job.id, job.attempt, parent, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:

@@ -24,6 +24,7 @@ from akadze.codec.drift import DriftLog
 from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
+from akadze.events import Kind, Need
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
 from akadze.worker import signals
@@ -288,10 +289,11 @@ class Worker:
                         ended.job_id,
                         ended.run,
                     )
-        # below INFO with no other subscriber, only runs that ended with an error are logged
-        publish = self.events.active
-        if publish or self.events.failures_active:
-            self.publisher.ended(batch, jobs, self._timing, errors_only=not publish)
+        # the subscribers may take only the runs that ended with an error (the log line above
+        # INFO): then only those events are built
+        need = self.events.need(Kind.ENDED)
+        if need is not Need.NOTHING:
+            self.publisher.ended(batch, jobs, self._timing, errors_only=need is Need.ERRORS)
         else:
             timing = self._timing
             for job in jobs:

@@ -126,7 +126,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     ctx = RunContext(app, job)
     token = enter(ctx)
     # the run's consumer span, current while the task runs (None unless tracing is on)
-    traced = tracing.start_run(app, job)
+    traced = tracing.start_run(job)
     value: Any = None
     error: BaseException | None = None
     try:
