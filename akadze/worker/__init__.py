@@ -1,9 +1,13 @@
 """Worker: claims jobs of its queues into free slots, runs them, and records every outcome.
 
-The composition root: the fetcher claims (fetcher.py), the executor runs each job
-(executor.py), the completer writes outcomes in batches (completer.py), the heartbeat proves
-the worker alive, the listener wakes it, and the services (rescuer, scheduler, pruner) each run
-their own loop beside it. This module builds them, starts them, and stops them in order.
+The composition root. A job goes fetch, execute, decide, buffer, write, publish: the fetcher's
+claim cycle claims it (fetcher.py), the executor runs it and decides its outcome once
+(executor.py), the run hands the outcome to the fetcher (``finish``), whose loop writes it with
+its next statement and settles what it wrote (completer.py holds the buffer and the writes of
+outcomes alone), and the publisher hands the events to the subscribers (publishing.py). Beside
+it the heartbeat proves the worker alive, the listener wakes it, and the services (rescuer,
+scheduler, pruner, cancel requests) each run their own loop. This module builds them, starts
+them, and stops them in order.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import signal
 import socket
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -24,13 +28,11 @@ from akadze.codec.drift import DriftLog
 from akadze.context import gate_connections
 from akadze.db.queries import Queries
 from akadze.db.status import check_schema
-from akadze.events import Kind, Need
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, Completion
 from akadze.worker import signals
 from akadze.worker.cancels import cancel_service
-from akadze.worker.completer import Completer, store_result
-from akadze.worker.connection import HeldConnection, check_pool
+from akadze.worker.completer import store_result
+from akadze.worker.connection import check_pool
 from akadze.worker.executor import execute
 from akadze.worker.fetcher import Fetcher
 from akadze.worker.heartbeat import Heartbeat
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("akadze.worker")
 
-_SOON = timedelta(milliseconds=50)
 #: how long a stopping worker waits for the events subscribers to take what it published
 _EVENTS_FLUSH_S = 5.0
 
@@ -143,14 +144,7 @@ class Worker:
         #: builds the events of this worker's transitions, published off the claim cycle
         self.publisher = Publisher(self.events, self.id)
         self._heartbeat: Heartbeat | None = None
-        self._completer = Completer(
-            HeldConnection(app.engine),
-            worker_id=self.id,
-            on_written=self._written,
-            hooks=app.hooks.on_transition,
-            timeout_s=self.lost_after_s,
-        )
-        #: the claim side: free slots, the claim, a lost claim's recovery
+        #: the claim cycle: free slots, the claim, the outcomes' writes, a lost claim's recovery
         self.fetcher = Fetcher(
             app,
             worker_id=self.id,
@@ -159,10 +153,10 @@ class Worker:
             poll_interval_s=self.poll_interval_s,
             timeout_s=self.lost_after_s,
             running=self._running,
-            completer=self._completer,
             start=self._start_all,
             publisher=self.publisher,
             healthy=lambda: self.healthy,
+            timing=self._timing,
         )
 
     # -- control ---------------------------------------------------------------------------
@@ -232,10 +226,13 @@ class Worker:
             # generations, so the full collections that spans provoke walk only what is new
             gc.collect()
             gc.freeze()
+        serving = loop.create_task(self.fetcher.run(burst=burst))
+        stopped = loop.create_task(self._stopped.wait())
         try:
-            await self.fetcher.run(burst=burst)
+            await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            await self._shutdown(background)
+            stopped.cancel()
+            await self._shutdown(serving, background)
             if self.db_slots is not None:
                 gate_connections(self.app, None)
             signals.restore(loop, installed)
@@ -260,6 +257,7 @@ class Worker:
             self._running[job.id, job.run] = loop.create_task(self._run_one(job))
 
     async def _run_one(self, job: Job) -> None:
+        """Run ``job`` and hand its outcome to the fetcher, once."""
         try:
             completion = await execute(self.app, job, drift_log=self.drift_log)
             if completion.committed and completion.result is not None:
@@ -268,46 +266,16 @@ class Worker:
         finally:
             self._running.pop((job.id, job.run), None)
             self.runs += 1
+        if completion.committed:
+            # complete_tx wrote the outcome in the run's own transaction
+            self.publisher.committed(job, self._timing.pop((job.id, job.run), None))
             self.fetcher.nudge()
-        assert self._completer is not None
-        if not completion.committed:
-            self._completer.add(completion)
-            return
-        self.publisher.committed(job, self._timing.pop((job.id, job.run), None))
-
-    def _written(self, batch: Sequence[Completion], jobs: Sequence[Completed]) -> None:
-        # slots held by unwritten outcomes may be free again, and places in limits
-        self.fetcher.written(job.task for job in jobs)
-        if len(jobs) < len(batch):
-            applied = {(job.id, job.run) for job in jobs}
-            for ended in batch:
-                if (ended.job_id, ended.run) not in applied:
-                    self._timing.pop((ended.job_id, ended.run), None)
-                    logger.warning(
-                        "job_id=%d run=%d outcome dropped: this run no longer owns the job "
-                        "(it was rescued after this worker was declared lost)",
-                        ended.job_id,
-                        ended.run,
-                    )
-        # the subscribers may take only the runs that ended with an error (the log line above
-        # INFO): then only those events are built
-        need = self.events.need(Kind.ENDED)
-        if need is not Need.NOTHING:
-            self.publisher.ended(batch, jobs, self._timing, errors_only=need is Need.ERRORS)
         else:
-            timing = self._timing
-            for job in jobs:
-                timing.pop((job.id, job.run), None)
-        soon: datetime | None = None
-        for job in jobs:
-            if job.state is JobState.QUEUED:
-                soon = soon or datetime.now(UTC) + _SOON
-                if job.run_at <= soon:
-                    # a retry or snooze due about now: no NOTIFY announces it
-                    self.wake()
+            self.fetcher.finish(completion)
 
-    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
+    async def _shutdown(self, serving: asyncio.Task[None], background: list[asyncio.Task[None]]) -> None:
         self._stopping = True
+        self.fetcher.stop()
         if self._running:
             logger.info(
                 "waiting for %d running jobs (up to %.0fs)",
@@ -330,9 +298,17 @@ class Worker:
                 task.cancel()
             if self._running:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
-        self.fetcher.stop()
-        await self._completer.drain()
-        await self._completer.held.close(wait_s=self.lost_after_s)
+        # every run is over: the fetcher writes the outcomes left, then returns
+        self.fetcher.close()
+        try:
+            await serving
+        finally:
+            if serving.done() and not serving.cancelled() and serving.exception() is not None:
+                await self.fetcher.drain()  # its loop failed: the outcomes are still written
+            await self.fetcher.completer.held.close(wait_s=self.lost_after_s)
+            await self._stop_services(background)
+
+    async def _stop_services(self, background: list[asyncio.Task[None]]) -> None:
         await cancel_services(background)
         if self._heartbeat is not None:
             await asyncio.to_thread(self._heartbeat.stop)

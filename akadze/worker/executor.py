@@ -1,5 +1,5 @@
-"""Runs one claimed job: decode its arguments, hooks, the body (a thread for sync tasks),
-the timeout, and the outcome -> completion decision. Never raises; returns what to write."""
+"""Runs one claimed job: decode its arguments, hooks, the body (a thread for sync tasks), the
+timeout; then decides its outcome once (outcomes.decide). Never raises; returns what to write."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import pydantic
@@ -97,31 +97,57 @@ def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> 
     return future
 
 
+class Ran(NamedTuple):
+    """How one run ended, before anything is decided of it."""
+
+    end: RunEnd
+    #: what the run raised (RAISED, UNDECODABLE)
+    error: BaseException | None = None
+    #: its return value, encoded (a run that returned JSON, or committed with complete_tx)
+    result: str | None = None
+    #: the error came from the task's own code: its backoff and retry_priority apply
+    by_task: bool = False
+    #: complete_tx() committed the job succeeded: nothing is left to decide
+    committed: bool = False
+
+
 async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> Completion:
-    """Run ``job`` (claimed, state running) and decide its next state.
+    """Run ``job`` (claimed, state running) and decide its next state, once.
 
     A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
     outcome: back to queued, attempt given back.
     """
-    if isinstance(job.args, UnreadableArgs):
-        undecodable = UndecodableJobError(job.id, job.args.reason)
-        completion = decide(
-            RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=undecodable
-        )
-        return Completion(job.id, job.run, completion, None)
     task = app.tasks.get(job.task)
+    ran = await _run(app, task, job, drift_log)
+    if ran.committed:
+        succeeded = Transition(
+            JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
+        )
+        return Completion(job.id, job.run, succeeded, ran.result, committed=True)
+    options = task.options if task is not None and ran.by_task else None
+    transition = decide(
+        ran.end,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        error=ran.error,
+        policy=options.backoff if options else None,
+        retry_priority=options.retry_priority if options else None,
+    )
+    return Completion(job.id, job.run, transition, ran.result)
+
+
+async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: DriftLog) -> Ran:
+    """Decode the arguments and run the body: how the run ended."""
+    if isinstance(job.args, UnreadableArgs):
+        return Ran(RunEnd.UNDECODABLE, UndecodableJobError(job.id, job.args.reason))
     if task is None:
-        unknown = UnknownTaskError(job.task)
-        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=unknown)
-        return Completion(job.id, job.run, completion, None)
+        return Ran(RunEnd.RAISED, UnknownTaskError(job.task))
     try:
         kwargs = decode_args(task, job, drift_log)
     except ArgsSchemaMismatch as exc:
-        completion = decide(RunEnd.UNDECODABLE, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
-        return Completion(job.id, job.run, completion, None)
+        return Ran(RunEnd.UNDECODABLE, exc)
     except ValueError as exc:
-        completion = decide(RunEnd.RAISED, attempt=job.attempt, max_attempts=job.max_attempts, error=exc)
-        return Completion(job.id, job.run, completion, None)
+        return Ran(RunEnd.RAISED, exc)
 
     ctx = RunContext(app, job)
     token = enter(ctx)
@@ -147,9 +173,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     except asyncio.CancelledError as exc:
         running = asyncio.current_task()
         if running is None or running.cancelling():
-            # the worker stopped this run: back to queued, attempt given back
-            completion = decide(RunEnd.SHUTDOWN, attempt=job.attempt, max_attempts=job.max_attempts)
-            return Completion(job.id, job.run, completion, None)
+            return Ran(RunEnd.SHUTDOWN)  # the worker stopped this run: back to queued
         # nobody cancelled the run: the task raised CancelledError itself, an error like any other
         error = exc
     except BaseException as exc:  # the run's error, whatever the task raised
@@ -159,29 +183,18 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         leave(token)
 
     if ctx.completed is not None:
-        return _after_commit(job, value, error)
+        return Ran(RunEnd.RETURNED, result=_after_commit(job, value, error), committed=True)
     if error is None:
         try:
-            result = encode_result(value)
+            return Ran(RunEnd.RETURNED, result=encode_result(value))
         except Exception as exc:
             error = exc
-        else:
-            completion = decide(RunEnd.RETURNED, attempt=job.attempt, max_attempts=job.max_attempts)
-            return Completion(job.id, job.run, completion, result)
     if traceback_logger.isEnabledFor(logging.DEBUG):
         # the type and message are logged at WARNING once the outcome is written (events)
         traceback_logger.debug(
             "job_id=%d task=%s attempt=%d: the run raised", job.id, job.task, job.attempt, exc_info=error
         )
-    completion = decide(
-        RunEnd.RAISED,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        error=error,
-        policy=task.options.backoff,
-        retry_priority=task.options.retry_priority,
-    )
-    return Completion(job.id, job.run, completion, None)
+    return Ran(RunEnd.RAISED, error, by_task=True)
 
 
 async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, Any]) -> Any:
@@ -195,26 +208,18 @@ async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, A
     return value
 
 
-def _after_commit(job: Job, value: Any, error: BaseException | None) -> Completion:
+def _after_commit(job: Job, value: Any, error: BaseException | None) -> str | None:
     """complete_tx committed: the job succeeded with the block. What the body did after it
-    cannot change that; a JSON return value is stored as the result, the rest is logged."""
+    cannot change that; a JSON return value is its result (returned), the rest is logged."""
     if error is not None:
         logger.warning(
             "job %d: the task raised %s after complete_tx committed; the job stays succeeded",
             job.id,
             type(error).__name__,
         )
-        return _committed(job, None)
+        return None
     try:
-        result = encode_result(value)
+        return encode_result(value)
     except Exception as exc:
         logger.warning("job %d: %s; the job stays succeeded without a result", job.id, exc)
-        return _committed(job, None)
-    return _committed(job, result)
-
-
-def _committed(job: Job, result: str | None) -> Completion:
-    succeeded = Transition(
-        JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
-    )
-    return Completion(job.id, job.run, succeeded, result, committed=True)
+        return None
