@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from akadze import hooks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 from akadze.events import Kind, Need
-from akadze.flow import limit_params
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
+from akadze.worker.claims import ClaimCompleting, choose_claim, choose_claim_completing, claim_with_hooks
 from akadze.worker.completer import Completer, OutcomeBuffer
 from akadze.worker.connection import HeldConnection
 
@@ -41,37 +39,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("akadze.worker")
 
-#: a claim statement: (connection, queues, limit, worker_id) -> the jobs it took
-Claim = Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]
-#: a claim that first writes outcomes: (..., outcomes) -> the jobs it took, the jobs it wrote
-ClaimCompleting = Callable[
-    [Any, Sequence[str], int, str, Sequence[Completion]], Awaitable[tuple[list[Job], list[Completed]]]
-]
-
 #: a write carries at most this many outcomes
 MAX_BATCH = 500
 #: a retry or snooze due within this long after its write is claimed at once (no NOTIFY comes)
 _SOON = timedelta(milliseconds=50)
-
-
-def choose_claim(app: Akadze, queues: Sequence[str]) -> Claim:
-    """The claim a worker of ``app`` runs: claim_limited if some task has a Limit, else claim
-    (claim_completing writing nothing)."""
-    limits = limit_params(
-        {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
-    )
-    if limits is not None:
-        return functools.partial(Queries.claim_limited, limits=limits)
-    return Queries.claim
-
-
-def choose_claim_completing(app: Akadze, queues: Sequence[str]) -> ClaimCompleting | None:
-    """The claim that writes the waiting outcomes in its own statement (claim_completing), or
-    None for a worker whose claim is claim_limited, which counts a group's running jobs from
-    its snapshot and would see the outcomes it writes as still running."""
-    if any(task.options.limit for task in app.tasks.values()):
-        return None
-    return Queries.claim_completing
 
 
 class Fetcher:
@@ -284,7 +255,10 @@ class Fetcher:
                 if free <= 0:
                     return [], False
             if self._app.hooks.on_transition:
-                return await self._claim_with_hooks(free), False
+                jobs = await claim_with_hooks(
+                    self._app, self.held, self.claim, self.queues, free, self.worker_id
+                )
+                return jobs, False
             if self.claim_completing is None or not self.outcomes or not self._folds():
                 return await self.claim(await self.held.raw(), self.queues, free, self.worker_id), False
             return await self._claim_completing(self.claim_completing, free)
@@ -389,23 +363,6 @@ class Fetcher:
         for job in jobs:
             logger.warning("job_id=%d was claimed by a claim whose reply was lost; running it", job.id)
         self._start(jobs)
-        return jobs
-
-    async def _claim_with_hooks(self, free: int) -> list[Job]:
-        conn = await self.held.get()
-        on_transition = self._app.hooks.on_transition
-        try:
-            async with conn.begin():
-                jobs = await self.claim(conn, self.queues, free, self.worker_id)
-                for job in jobs:
-                    await hooks.transition(on_transition, conn, job, JobState.QUEUED)
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            # as for outcomes: a broken hook must not stop the queue. The claim and the
-            # hook's writes rolled back together; the jobs are claimed again without hooks.
-            logger.exception("an on_transition hook failed at claim; claiming without hooks")
-            return await self.claim(await self.held.raw(), self.queues, free, self.worker_id)
         return jobs
 
     async def _sleep(self, seconds: float) -> None:

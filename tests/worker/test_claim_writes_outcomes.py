@@ -20,7 +20,7 @@ from akadze.db.queries import Queries
 from akadze.events import Event, Kind
 from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
 from akadze.worker import Worker
-from akadze.worker.fetcher import choose_claim_completing
+from akadze.worker.claims import choose_claim_completing
 from tests.conftest import wait_until
 from tests.support import fetch, fetchval, module_database, plain
 

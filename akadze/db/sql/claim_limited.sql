@@ -1,5 +1,5 @@
--- claim_limited: claim.sql for a worker whose tasks have a Limit (a worker without one runs
--- claim.sql, unchanged). A limited job counts in its group (task and key value as JSON text),
+-- claim_limited: the claim of a worker whose tasks have a Limit (a worker without one runs
+-- claim_completing.sql). A limited job counts in its group (task and key value as JSON text),
 -- one row of akadze_limit_groups; the :l_* arrays are the limits, one item per task: name, key
 -- argument or null, concurrency, rate, per (s).
 -- Per queue, one scan of akadze_jobs_claim_idx in the claim's order takes other tasks' jobs and
@@ -17,7 +17,7 @@
 -- counted. The rate window is the row's start times, read and rewritten under the same lock.
 -- Of each group's jobs, the first `granted` in the claim's order are claimed; the others stay
 -- queued and spend nothing. A cancelled or expired job ends at claim without counting. A paused queue
--- (akadze_queue_pauses) is skipped by every scan, as in claim.sql.
+-- (akadze_queue_pauses) is skipped by every scan, as in claim_completing.sql.
 WITH snap AS (
     -- this statement's snapshot, read once: a group row written by a claim it does not see
     -- is trusted as it is

@@ -1,7 +1,7 @@
 -- generic_plans: on a direct connection that claims (claim, claim_many or claim_limited,
 -- prepared), plan the claim once instead of at every call. PostgreSQL keeps custom plans for
 -- a claim (the generic one cannot know the LIMIT), and planning costs about as much as running
--- it: claim_limited 1.5 ms against 1-2 ms; claim.sql, whose priority walk is a recursive CTE,
+-- it: claim_limited 1.5 ms against 1-2 ms; claim_completing.sql, whose priority walk is a recursive CTE,
 -- 0.26-0.44 ms against 0.46-0.72 ms for 50 jobs (pg_stat_statements, docs/performance.md).
 -- Their generic plans are as good: the index order and the LIMIT pick the index scans, the
 -- limits and queues arrive as arrays either way, and the claimed rows are updated by a TID
