@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import Select, select
+from sqlalchemy import Select, and_, or_, select
 
 from akadze.db.tables import jobs
 from akadze.job import JobState
@@ -162,10 +162,18 @@ def job_summaries_query(where: JobFilter, *, before: int | None, limit: int) -> 
     migration 0009)."""
     columns = [jobs.c[name] for name in JobSummary.__struct_fields__]
     query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
-    if len(where.states) == 1:
-        query = query.where(jobs.c.state == where.states[0].value)
-    elif where.states:
-        query = query.where(jobs.c.state.in_([state.value for state in where.states]))
+    others = [state.value for state in where.states if state is not JobState.QUEUED]
+    if JobState.QUEUED in where.states:
+        # the queued jobs are in two partial indexes, the claimable and the parked ones
+        # (migration 0012): spelled as both, the planner reads the two (a BitmapOr)
+        queued = and_(
+            jobs.c.state == JobState.QUEUED.value, or_(jobs.c.parked.is_(None), jobs.c.parked.isnot(None))
+        )
+        query = query.where(or_(queued, jobs.c.state.in_(others)) if others else queued)
+    elif len(others) == 1:
+        query = query.where(jobs.c.state == others[0])
+    elif others:
+        query = query.where(jobs.c.state.in_(others))
     if where.task is not None:
         query = query.where(jobs.c.task == where.task)
     if where.queue is not None:

@@ -61,6 +61,9 @@ jobs = Table(
     Column("limit_grp", Text),
     # a traceparent alone, as its 25 bytes (akadze.events.trace_context.split; migration 0010)
     Column("trace_parent", LargeBinary),
+    # why a queued job is held out of the claim (migration 0012): 'deps' (a workflow step
+    # waiting for its parents), 'limit' (its Limit is full); NULL: claimable
+    Column("parked", Text),
 )
 #: the predicate of the indexes over finished rows only
 _FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"
@@ -73,14 +76,20 @@ Index(
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
-    postgresql_where=text("state = 'queued'"),
+    postgresql_where=text("state = 'queued' AND parked IS NULL"),
 )
 Index(
     "akadze_jobs_claim_many_idx",
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
-    postgresql_where=text("state = 'queued' AND queue <> ''"),
+    postgresql_where=text("state = 'queued' AND queue <> '' AND parked IS NULL"),
+)
+Index(
+    "akadze_jobs_parked_idx",
+    jobs.c.queue,
+    jobs.c.parked,
+    postgresql_where=text("state = 'queued' AND parked IS NOT NULL"),
 )
 Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state = 'running'"))
 Index(

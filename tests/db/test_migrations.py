@@ -32,6 +32,7 @@ RELEASED = {
     (9, "listing_failures"): "b9de9116ac0cb8c7ed4f888582a6edf070da342c088d6190d756ebeb6bc60e17",
     (10, "trace_parent"): "8c45905f32eb94ce6ebc66cac880ee7695ea46c3d691a3d30592b82b7be62894",
     (11, "pooler_functions"): "e68fd14132830c07e706b217b0f480ce274393c0fb6e7e9326154f39cc451b5c",
+    (12, "parked_jobs"): "69df0efa24d713b40d6e38c3cc71e424e926ef0077941e7a36e7c5d22ca5778e",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

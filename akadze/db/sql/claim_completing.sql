@@ -98,6 +98,7 @@ per_queue AS (
                 SELECT j.priority
                 FROM akadze_jobs AS j
                 WHERE j.state = 'queued'
+                    AND j.parked IS NULL
                     AND j.queue = q.name
                 ORDER BY j.priority DESC
                 LIMIT 1
@@ -107,6 +108,7 @@ per_queue AS (
                 SELECT j.priority
                 FROM akadze_jobs AS j
                 WHERE j.state = 'queued'
+                    AND j.parked IS NULL
                     AND j.queue = q.name
                     AND j.priority < level.priority
                 ORDER BY j.priority DESC
@@ -121,6 +123,7 @@ per_queue AS (
             SELECT j.id, j.ctid AS tid, j.priority, j.run_at
             FROM akadze_jobs AS j
             WHERE j.state = 'queued'
+                AND j.parked IS NULL
                 AND j.queue = q.name
                 AND j.priority = level.priority
                 AND j.run_at <= now()
@@ -140,6 +143,7 @@ many_level AS (
         SELECT j.priority
         FROM akadze_jobs AS j
         WHERE j.state = 'queued'
+            AND j.parked IS NULL
             AND j.queue <> ''
             AND cardinality(CAST(:queues AS text[])) > CAST(:many_queues AS integer)
         ORDER BY j.priority DESC
@@ -150,6 +154,7 @@ many_level AS (
         SELECT j.priority
         FROM akadze_jobs AS j
         WHERE j.state = 'queued'
+            AND j.parked IS NULL
             AND j.queue <> ''
             AND j.priority < many_level.priority
         ORDER BY j.priority DESC
@@ -165,6 +170,7 @@ across_queues AS (
         SELECT j.ctid AS tid
         FROM akadze_jobs AS j
         WHERE j.state = 'queued'
+            AND j.parked IS NULL
             AND j.queue <> ''
             AND j.priority = many_level.priority
             AND j.run_at <= now()

@@ -106,6 +106,7 @@ seen AS (
             ) AS e
         ) AS g
         WHERE j.state = 'queued'
+            AND j.parked IS NULL
             AND j.queue = q.name
             AND j.run_at <= now()
             AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)

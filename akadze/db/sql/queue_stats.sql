@@ -1,6 +1,7 @@
 -- queue_stats: per queue: paused, ready, delayed, running, the oldest ready job's wait in
--- seconds (database clock) and the live workers serving it. The queues listed are those in
--- :queues (say, the app's), those with a queued or running job, the paused ones and those a
+-- seconds (database clock) and the live workers serving it. Ready and delayed count the
+-- claimable jobs: a parked job (a workflow step waiting, a job its Limit holds) is neither.
+-- The queues listed are those in :queues (say, the app's), those with a queued or running job, the paused ones and those a
 -- live worker serves. Queued rows are read from akadze_jobs_claim_idx and running ones from
 -- akadze_jobs_running_idx: finished rows are never visited. Reads only, takes no lock.
 WITH live AS (
@@ -16,6 +17,7 @@ queued AS (
         extract(epoch FROM now() - min(j.run_at) FILTER (WHERE j.run_at <= now())) AS oldest_ready_s
     FROM akadze_jobs AS j
     WHERE j.state = 'queued'
+        AND j.parked IS NULL
     GROUP BY j.queue
 ),
 running AS (
