@@ -54,4 +54,6 @@ def policy_delay(policy: BackoffPolicy | None, attempt: int, rng: random.Random 
 
 
 def clamp_policy_delay(delay: timedelta) -> timedelta:
+    """``delay`` held into [0, POLICY_MAX]: a negative delay becomes 0 (the retry is due at once),
+    one past a year becomes a year."""
     return min(max(delay, timedelta(0)), POLICY_MAX)

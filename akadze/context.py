@@ -97,11 +97,14 @@ _runs: dict[tuple[int, int], RunContext] = {}
 
 
 def enter(ctx: RunContext) -> contextvars.Token[RunContext]:
+    """Make ``ctx`` the current run and let cancel requests mark it; pair with leave()."""
     _runs[id(ctx.app), ctx.job.id] = ctx
     return _current.set(ctx)
 
 
 def leave(token: contextvars.Token[RunContext]) -> None:
+    """End what enter() began: cancel requests no longer reach the run (unless a later run of
+    the same job took its place), and ``current()`` is what it was before."""
     ctx = _current.get()
     if _runs.get((id(ctx.app), ctx.job.id)) is ctx:
         del _runs[id(ctx.app), ctx.job.id]
@@ -109,6 +112,7 @@ def leave(token: contextvars.Token[RunContext]) -> None:
 
 
 def has_runs(app: Akadze) -> bool:
+    """Whether a run of ``app`` is in progress in this process (if not, no cancel to read)."""
     return any(ctx.app is app for ctx in _runs.values())
 
 

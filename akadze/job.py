@@ -13,6 +13,9 @@ from akadze.errors import ConfigError
 
 
 class JobState(enum.StrEnum):
+    """Where a job is: queued, running, or one of the finished states, which it never leaves
+    unless requeued. The values are the ``state`` column's text."""
+
     #: waiting for its run_at; a worker may claim it
     QUEUED = "queued"
     #: claimed by a worker; its run counter fences every later write
@@ -23,6 +26,7 @@ class JobState(enum.StrEnum):
 
     @property
     def finished(self) -> bool:
+        """True for succeeded, failed and cancelled (FINISHED_STATES)."""
         return self in _FINISHED
 
 
@@ -33,6 +37,13 @@ _FINISHED = frozenset(FINISHED_STATES)
 
 
 class JobError(msgspec.Struct, frozen=True, gc=False):
+    """One entry of ``Job.errors``: a run's error, as the worker wrote it when the run ended.
+
+    ``at`` is the database's clock at the write, as stored (ISO 8601 text); ``type`` is the
+    exception's qualified class name (or an akadze ErrorType); ``message`` is cut past
+    MAX_ERROR_MESSAGE characters, and a job keeps its MAX_ERRORS newest (akadze.db.queries.runs).
+    """
+
     attempt: int
     at: str
     type: str

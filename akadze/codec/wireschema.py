@@ -40,16 +40,21 @@ class WireSchema(GenerateJsonSchema):
     """pydantic's JSON schema with the constraints it leaves out as ``x-...`` keys."""
 
     def decimal_schema(self, schema: Any) -> JsonSchemaValue:
+        """pydantic's decimal schema, plus ``x-max_digits`` and ``x-decimal_places`` where set."""
         return _with(super().decimal_schema(schema), schema, ("max_digits", "decimal_places"))
 
     def timedelta_schema(self, schema: Any) -> JsonSchemaValue:
+        """pydantic's timedelta schema, plus the bounds set (``x-gt`` ... ``x-le``) in seconds."""
         return _with(super().timedelta_schema(schema), schema, _BOUNDS)
 
     def date_schema(self, schema: Any) -> JsonSchemaValue:
+        """pydantic's date schema, plus the bounds set (``x-gt`` ... ``x-le``) in ISO form."""
         return _with(super().date_schema(schema), schema, _BOUNDS)
 
     def datetime_schema(self, schema: Any) -> JsonSchemaValue:
+        """pydantic's datetime schema, plus the bounds set (``x-gt`` ... ``x-le``) in ISO form."""
         return _with(super().datetime_schema(schema), schema, _BOUNDS)
 
     def time_schema(self, schema: Any) -> JsonSchemaValue:
+        """pydantic's time schema, plus the bounds set (``x-gt`` ... ``x-le``) in ISO form."""
         return _with(super().time_schema(schema), schema, _BOUNDS)

@@ -38,12 +38,15 @@ SUPERSEDED: dict[int, frozenset[str]] = {
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One shipped migration file: ``NNNN_name.sql`` under akadze/db/migrations/, and its text."""
+
     version: int
     name: str
     sql: str
 
     @property
     def checksum(self) -> str:
+        """SHA-256 of the text, hex: recorded when applied, compared at every later migrate."""
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
     def check_recorded(self, recorded: str) -> None:
@@ -54,6 +57,7 @@ class Migration:
 
     @property
     def file_name(self) -> str:
+        """The file's name, ``0007_name.sql``."""
         return f"{self.version:04d}_{self.name}.sql"
 
 

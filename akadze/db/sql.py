@@ -157,6 +157,8 @@ _FRAGMENT = re.compile(r"\{(" + "|".join(FRAGMENTS) + r")\}")
 
 @dataclass(frozen=True, slots=True)
 class Statement:
+    """One statement file, parsed once: its SQL in the two forms akadze's connections take."""
+
     name: str
     #: the file's SQL without comments, with :name parameters
     source: str
@@ -173,6 +175,9 @@ def _uncommented(raw: str) -> str:
 
 
 def parse(name: str, raw: str) -> Statement:
+    """``raw``, a file's text, as a Statement: comment lines dropped, ``{fragment}`` names of
+    FRAGMENTS expanded (other braces are left alone), each ``:param`` numbered in order of first
+    use for asyncpg (a ``::`` cast is not a parameter). Pure; it does not check the SQL."""
     body = _uncommented(raw)
     body = _FRAGMENT.sub(lambda match: FRAGMENTS[match[1]], body.strip())
     order: list[str] = []

@@ -29,6 +29,8 @@ _APPLIED = text("SELECT version, name, applied_at FROM akadze_schema_migrations 
 
 @dataclass(frozen=True, slots=True)
 class Applied:
+    """One migration as the database recorded it (akadze_schema_migrations)."""
+
     version: int
     name: str
     applied_at: datetime
@@ -36,6 +38,9 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class SchemaStatus:
+    """A database's migrations against this code's: what ``akadze db status`` prints and the
+    worker's start checks."""
+
     #: every migration recorded in the database, this code's or not
     applied: list[Applied]
     #: shipped migrations the database has not applied
@@ -52,10 +57,14 @@ class SchemaStatus:
 
     @property
     def up_to_date(self) -> bool:
+        """True when every shipped migration is applied (unknown newer ones do not count against it)."""
         return not self.pending
 
 
 async def schema_status(conn: AsyncConnection) -> SchemaStatus:
+    """Read which migrations ``conn``'s database has applied; a database never migrated has none
+    applied and all pending. Reads only and takes no lock: during a migrate it sees the
+    migrations committed so far. The transaction it begins is the caller's to end."""
     shipped = migrations()
     applied: list[Applied] = []
     if await conn.scalar(_EXISTS):

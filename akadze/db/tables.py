@@ -163,6 +163,7 @@ class Xid8(UserDefinedType[int]):
     cache_ok = True
 
     def get_col_spec(self, **kw: object) -> str:
+        """The column type as DDL: ``xid8``."""
         return "xid8"
 
 

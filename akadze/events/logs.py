@@ -45,6 +45,8 @@ _encoder = msgspec.json.Encoder()
 
 
 class LogFormat(enum.StrEnum):
+    """The log formats, as ``--log-format`` names them: text lines, or one JSON object a line."""
+
     TEXT = "text"
     JSON = "json"
 
@@ -53,6 +55,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (newlines inside values are escaped)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """``record`` as one line: ts (UTC, milliseconds), level, logger, message, those of FIELDS
+        the log call set, and the traceback when the record has one."""
         moment = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         line: dict[str, Any] = {
             "ts": moment.replace("+00:00", "Z"),

@@ -17,9 +17,14 @@ if TYPE_CHECKING:
 
 
 class Watching(Protocol):
+    """A watcher's hold on one insert: ``new`` is what the insert writes (tracing's watcher adds
+    its trace context), and ``done`` follows the statement."""
+
     new: NewJobs
 
-    def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None: ...
+    def done(self, jobs: Sequence[Job] | None, error: BaseException | None) -> None:
+        """Called once, with the inserted ``jobs`` or the ``error`` the insert raised. It must not
+        raise: its error would reach the enqueue's caller, though the insert may have committed."""
 
 
 #: a watcher: (new jobs' options, how many jobs) -> what it watches

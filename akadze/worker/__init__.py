@@ -177,6 +177,7 @@ class Worker:
 
     @property
     def healthy(self) -> bool:
+        """False once heartbeats have failed for most of the lost horizon: claim nothing then."""
         return self._heartbeat is None or self._heartbeat.healthy
 
     # -- run -------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ async def refresh_cancel_requests(worker: Worker) -> list[int]:
 
 
 async def cancel_service(worker: Worker) -> None:
+    """The worker's cancel-request loop: every heartbeat interval, if ``worker``'s app has runs in
+    this process, refresh their marks. Runs until cancelled; a failed or timed-out read is logged
+    once per streak and tried again at the next interval."""
     failing = False
     while True:
         await asyncio.sleep(worker.heartbeat_interval_s)

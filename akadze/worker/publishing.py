@@ -44,6 +44,9 @@ MAX_DELAY_S = 0.05
 
 
 class Publisher:
+    """A worker's events, built and handed to the events seam off the claim cycle's critical
+    path (the module's docstring says when). One per worker, used from its event loop only."""
+
     def __init__(self, events: Events, worker_id: str) -> None:
         self.events = events
         self.worker_id = worker_id

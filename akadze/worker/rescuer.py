@@ -96,7 +96,8 @@ rescuer_service.in_burst = True  # type: ignore[attr-defined]  # read by Worker.
 
 
 class WorkerLost(Exception):
-    pass
+    """The error a rescued run is recorded with (``akadze.WorkerLost``, its message naming the lost
+    worker). Never raised: decide() only reads its message."""
 
 
 def _lost(job: Orphan) -> WorkerLost:

@@ -31,6 +31,8 @@ def install(loop: asyncio.AbstractEventLoop, on_signal: Callable[[int], None]) -
 
 
 def restore(loop: asyncio.AbstractEventLoop, installed: Installed) -> None:
+    """Undo install(): the loop's handlers go and the previous ones come back, as far as the loop
+    allows."""
     for sig, previous in installed:
         # a loop already closing may refuse; the process is stopping anyway
         with contextlib.suppress(Exception):
