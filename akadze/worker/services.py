@@ -30,13 +30,13 @@ def start_service(service: Service, worker: Worker) -> asyncio.Task[None]:
     """Run ``service(worker)`` as the task ``akadze-<its name>``; an exception it raises is logged
     and ends that service alone."""
     name = getattr(service, "__name__", type(service).__name__)
-    return start_task(_guard(service(worker), name), name)
+    return start_task(service(worker), name)
 
 
 def start_task(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-    """Run ``coro`` as the task ``akadze-<name>`` on the running loop, without start_service's
-    guard: for a coroutine that handles its own errors (the listener)."""
-    return asyncio.get_running_loop().create_task(coro, name=f"akadze-{name}")
+    """Run ``coro`` as the task ``akadze-<name>`` on the running loop (the listener): an
+    exception it lets out is logged and ends that task alone, as a service's does."""
+    return asyncio.get_running_loop().create_task(_guard(coro, name), name=f"akadze-{name}")
 
 
 async def _guard(service: Awaitable[None], name: str) -> None:

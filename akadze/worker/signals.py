@@ -34,8 +34,10 @@ def restore(loop: asyncio.AbstractEventLoop, installed: Installed) -> None:
     """Undo install(): the loop's handlers go and the previous ones come back, as far as the loop
     allows."""
     for sig, previous in installed:
-        # a loop already closing may refuse; the process is stopping anyway
+        # a loop already closing may refuse to remove its handler; the previous one comes
+        # back all the same
         with contextlib.suppress(Exception):
             loop.remove_signal_handler(sig)
-            if previous is not None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
                 signal.signal(sig, previous)

@@ -73,3 +73,20 @@ async def test_a_service_that_ignores_its_cancel_does_not_hold_the_stop(
     assert "did not stop when cancelled: akadze-never" in caplog.text
     released.set()
     await never
+
+
+async def test_a_task_started_beside_the_worker_that_raises_is_logged_and_ends_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The listener runs as such a task: an error it lets out is a log line naming it, not
+    asyncio's "Task exception was never retrieved" at the interpreter's exit."""
+
+    async def fails() -> None:
+        raise RuntimeError("listener broke")
+
+    with caplog.at_level(logging.ERROR, logger="akadze.worker"):
+        task = services.start_task(fails(), "listener")
+        await asyncio.wait([task], timeout=5)
+    assert task.done() and task.exception() is None
+    assert "worker service listener stopped" in caplog.text
+    await cancel_services([task])
