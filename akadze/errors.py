@@ -16,7 +16,11 @@ AkadzeError
 ├── ArgsTooDeepError (ValueError)       arguments nested deeper than the worker decodes
 ├── UndecodableJobError                 a stored job whose arguments cannot be decoded
 ├── ResultNotJson (TypeError)           a task returned a value that is not JSON
-├── ArgsSchemaMismatch (ValueError)     a job's arguments were built against another schema
+├── UnrunnableArgsError (ValueError)    a job's stored arguments can never run: it fails at once
+│   ├── ArgsSchemaMismatch              they were built against another schema of the task
+│   └── ArgsRefusedError                the task's validation refuses them (a validator, a bound)
+├── JobFailedError                      result_of: the job ended failed (its last error's type)
+├── JobCancelledError                   result_of: the job ended cancelled
 ├── InvalidArgsError (ValueError)       a generated client refused the arguments
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
@@ -163,7 +167,46 @@ class ResultNotJson(AkadzeError, TypeError):
     )
 
 
-class ArgsSchemaMismatch(AkadzeError, ValueError):
+class UnrunnableArgsError(AkadzeError, ValueError, init=False):
+    """A job's stored arguments do not decode, and no retry can change that: the job fails at
+    once, with one attempt spent (akadze.drift decides which subclass)."""
+
+
+class ArgsRefusedError(UnrunnableArgsError):
+    """The task's own validation refuses a job's arguments (a validator the producer's client
+    cannot run, a date that must be in the future, a value a producer wrote by hand).
+
+    Built against the worker's own schema, so no regeneration helps either: the job fails at
+    once. ``details`` names the fields and the problems, never the values.
+    """
+
+    task_name: str
+    #: where validation failed, as dotted paths ("to.zipCode"); "(arguments)" for the top
+    fields: list[str]
+    details: str
+    template = "task {task_name!r}: its arguments do not validate, and never will: {details}"
+
+
+class JobFailedError(AkadzeError):
+    """``result_of``: the job ended failed, so it has no result. ``error_type`` and ``message``
+    are its last error's (None if it has none)."""
+
+    job_id: int
+    task_name: str
+    error_type: str | None
+    message: str | None
+    template = "job {job_id} of task {task_name!r} failed: {error_type}: {message}"
+
+
+class JobCancelledError(AkadzeError):
+    """``result_of``: the job ended cancelled, so it has no result."""
+
+    job_id: int
+    task_name: str
+    template = "job {job_id} of task {task_name!r} was cancelled"
+
+
+class ArgsSchemaMismatch(UnrunnableArgsError):
     """A job's arguments, built against another schema of the task, do not decode here.
 
     No retry can help, so the job fails at once. Regenerate the producer's client

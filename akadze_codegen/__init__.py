@@ -38,11 +38,28 @@ def load_manifest(app_path: str | None, from_manifest: Path | None = None) -> Ma
     return run_extract(app_path)
 
 
-def render_files(out: Path, manifest: Manifest) -> dict[str, bytes]:
-    """The package's files in memory; the package is named after ``out``'s last component."""
+#: the languages ``--lang`` takes
+LANGUAGES = ("python", "typescript")
+
+
+def render_files(out: Path, manifest: Manifest, lang: str = "python") -> dict[str, bytes]:
+    """The package's files in memory; the package is named after ``out``'s last component
+    (a Python package, or with ``lang="typescript"`` an npm package)."""
+    package = out.resolve().name
+    if lang == "typescript":
+        from akadze_codegen.ts.emit import render_typescript
+
+        if not package or package.startswith(("_", ".")):
+            raise CodegenError(
+                [CodegenProblem(str(out), f"{package!r} cannot name an npm package", "choose another --out")]
+            )
+        return render_typescript(manifest, package)
+    if lang != "python":
+        raise CodegenError(
+            [CodegenProblem("--lang", f"unknown language {lang!r}", f"use one of {', '.join(LANGUAGES)}")]
+        )
     from akadze_codegen.emit import render
 
-    package = out.resolve().name
     if not package.isidentifier() or package.startswith("_"):
         raise CodegenError(
             [
@@ -56,18 +73,22 @@ def render_files(out: Path, manifest: Manifest) -> dict[str, bytes]:
     return render(manifest)
 
 
-def generate(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[GeneratedFile]:
+def generate(
+    app_path: str | None, out: Path, *, from_manifest: Path | None = None, lang: str = "python"
+) -> list[GeneratedFile]:
     """Write the package to ``out``; returns the files written (unchanged ones are not)."""
     from akadze_codegen.write import GeneratedFile, write
 
-    files = render_files(out, load_manifest(app_path, from_manifest))
+    files = render_files(out, load_manifest(app_path, from_manifest), lang)
     written, _ = write(out, files)
     return [GeneratedFile(path, path.read_bytes()) for path in written]
 
 
-def check(app_path: str | None, out: Path, *, from_manifest: Path | None = None) -> list[Mismatch]:
+def check(
+    app_path: str | None, out: Path, *, from_manifest: Path | None = None, lang: str = "python"
+) -> list[Mismatch]:
     """What differs between ``out`` and a fresh generation; writes nothing."""
     from akadze_codegen.write import compare
 
-    files = render_files(out, load_manifest(app_path, from_manifest))
+    files = render_files(out, load_manifest(app_path, from_manifest), lang)
     return compare(out, files)

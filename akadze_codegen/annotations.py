@@ -123,6 +123,10 @@ def annotation(node: ir.TypeNode, scope: Scope) -> cst.BaseExpression:
         return nodes.subscript(base, [annotation(a, scope) for a in node.args])
     if isinstance(node, ir.Var):
         return nodes.dotted(node.name)
+    if isinstance(node, ir.Json):
+        # the JSON text, as the worker's pydantic reads Json[T]; the guard checks it parses
+        marker = nodes.call(scope.name("_rt.JsonText"))
+        return nodes.subscript(scope.name("_t.Annotated"), [scope.name("str"), marker])
     kind: str = node.type.name if isinstance(node.type, ir.Prim) else "seq"
     keys = _META_KEYS.get(kind, frozenset({"min_length", "max_length"}) if kind == "seq" else frozenset())
     given = {k: v for k, v in msgspec.structs.asdict(node.meta).items() if v is not None}
@@ -233,6 +237,8 @@ def referenced_names(node: ir.TypeNode) -> set[str]:
         return {node.name}.union(*(referenced_names(a) for a in node.args))
     if isinstance(node, ir.Var):
         return {node.name}
+    if isinstance(node, ir.Json):
+        return {"_t", "_rt", "str"}
     return {"_t", "_msgspec", "_rt", "_dt", "_decimal"} | referenced_names(node.type)
 
 

@@ -81,9 +81,11 @@ def _field_names(fields: Sequence[ir.Field], renamable: bool) -> list[str]:
 
 
 def _default_comment(f: ir.Field | ir.Param) -> str:
-    if f.default is None:
-        return ""
-    return f"    # worker default: {f.default}\n"
+    """The comments above a field: the worker's default, and what the worker checks that the
+    client's guard cannot (a validator, a date that must be in the future)."""
+    lines = [] if f.default is None else [f"    # worker default: {f.default}\n"]
+    lines.extend(f"    # the worker also checks: {check} (the client cannot)\n" for check in f.checks)
+    return "".join(lines)
 
 
 def _struct(definition: ir.StructDef, scope: Scope) -> str:
@@ -96,9 +98,10 @@ def _struct(definition: ir.StructDef, scope: Scope) -> str:
     header = f"class {definition.name}({', '.join(bases)}, {options}):\n"
     if not nodes.fits(header.rstrip()):
         header = nodes.exploded(f"class {definition.name}(", [*bases, *options.split(", ")], "):") + "\n"
-    lines = _class_head(
-        header, f"Mirror of ``{definition.origin}`` ({definition.source}).", bool(definition.fields)
-    )
+    doc = f"Mirror of ``{definition.origin}`` ({definition.source})."
+    if definition.checks:
+        doc += f" The worker also checks: {', '.join(definition.checks)} (the client cannot)."
+    lines = _class_head(header, doc, bool(definition.fields))
     for f, name in zip(definition.fields, _field_names(definition.fields, renamable=True), strict=True):
         lines.append(_default_comment(f))
         lines.append(_struct_field(f, name, scope, alias_hint(definition.name, f.name)))

@@ -89,6 +89,9 @@ def generate(
         Path | None,
         typer.Option("--from-manifest", help="Render from a manifest, importing no worker code."),
     ] = None,
+    lang: Annotated[
+        str, typer.Option("--lang", help="python (a Python package) or typescript (an npm package).")
+    ] = "python",
 ) -> None:
     """Write the typed clients of APP to DIR (also: akadze codegen APP --out DIR)."""
     from akadze.app_path import choose_app_path
@@ -96,7 +99,7 @@ def generate(
     path = choose_app_path(app_path, app_option)
     if path is None and from_manifest is None:
         _usage("name the app (module:attr, --app or AKADZE_APP) or pass --from-manifest")
-    code = run_codegen(path, out, check, from_manifest)
+    code = run_codegen(path, out, check, from_manifest, lang)
     if code:
         raise typer.Exit(code)
 
@@ -182,14 +185,17 @@ def verify(
         raise typer.Exit(code)
 
 
-def run_codegen(app_path: str | None, out: Path, check: bool, from_manifest: Path | None) -> int:
+def run_codegen(
+    app_path: str | None, out: Path, check: bool, from_manifest: Path | None, lang: str = "python"
+) -> int:
     """Run codegen as the ``akadze codegen`` command does; returns the exit code."""
     from akadze_codegen import check as check_files, generate as generate_files
 
     try:
         if check:
-            return _report(app_path, out, check_files(app_path, out, from_manifest=from_manifest))
-        written = generate_files(app_path, out, from_manifest=from_manifest)
+            mismatches = check_files(app_path, out, from_manifest=from_manifest, lang=lang)
+            return _report(app_path, out, mismatches, lang)
+        written = generate_files(app_path, out, from_manifest=from_manifest, lang=lang)
     except CodegenError as exc:
         print(render_problems(exc.problems), file=sys.stderr)
         return 2
@@ -209,7 +215,7 @@ def run_codegen(app_path: str | None, out: Path, check: bool, from_manifest: Pat
     return 0
 
 
-def _report(app_path: str | None, out: Path, mismatches: list[Mismatch]) -> int:
+def _report(app_path: str | None, out: Path, mismatches: list[Mismatch], lang: str = "python") -> int:
     if not mismatches:
         return 0
     counts: dict[str, int] = {}
@@ -220,5 +226,7 @@ def _report(app_path: str | None, out: Path, mismatches: list[Mismatch]) -> int:
         print(f"--- {m.path}: {m.reason}")
         print(m.diff, end="")
     command = f"akadze codegen {app_path or '--from-manifest ...'} --out {out}"
+    if lang != "python":
+        command += f" --lang {lang}"
     print(f"{out} is out of date ({summary}). Run `{command}` and commit the result.")
     return 1

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, where: str) -> ir.Definition:
     """A pydantic model: its ``model_fields`` under their validation aliases; excluded fields left out."""
     config = cls.model_config
+    validators = field_validators(cls)
     fields: list[ir.Field] = []
     for name, info in cls.model_fields.items():
         here = f"{key}.{name}"
@@ -43,7 +44,7 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
         metadata = [*info.metadata, *([info] if info.discriminator is not None else [])]
         if metadata:
             annotation = typing.Annotated[(annotation, *metadata)]
-        node = walker.walk(annotation, here)
+        node, checks = walker.noted(annotation, here, validators.get(name, ()))
         base64 = (config.get("val_json_bytes"), config.get("ser_json_bytes")) == ("base64", "base64")
         if mentions(node, ir.Prim("bytes")) and not base64:
             # reading UTF-8 corrupts what clients send; writing UTF-8 corrupts (or cannot
@@ -64,10 +65,38 @@ def pydantic_struct(walker: Walker, cls: type[pydantic.BaseModel], key: str, whe
                 required=required,
                 literal_default=not required and is_tag(node, info.default),
                 default=default,
+                checks=checks,
             )
         )
     params = cls.__pydantic_generic_metadata__["parameters"]
-    return _struct_def(key, "pydantic", fields, params, forbid_unknown=config.get("extra") == "forbid")
+    return _struct_def(
+        key,
+        "pydantic",
+        fields,
+        params,
+        forbid_unknown=config.get("extra") == "forbid",
+        checks=model_checks(cls),
+    )
+
+
+def field_validators(cls: Any) -> dict[str, list[str]]:
+    """``validator <name>`` per field, for the ``@field_validator``s of a pydantic class."""
+    found: dict[str, list[str]] = {}
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    if decorators is None:
+        return found
+    for name, decorator in decorators.field_validators.items():
+        for field in decorator.info.fields:
+            found.setdefault(field, []).append(f"validator {name}")
+    return found
+
+
+def model_checks(cls: Any) -> list[str]:
+    """``model validator <name>`` for the ``@model_validator``s of a pydantic class."""
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    if decorators is None:
+        return []
+    return [f"model validator {name}" for name in decorators.model_validators]
 
 
 def wire_name(walker: Walker, info: Any, name: str, where: str) -> str:
@@ -95,6 +124,7 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
         walker.problem(key, f"cannot resolve the field types ({type(exc).__name__}: {exc})")
         hints = {}
     pydantic_fields: dict[str, Any] = getattr(cls, "__pydantic_fields__", None) or {}
+    validators = field_validators(cls)
     fields: list[ir.Field] = []
     all_fields: dict[str, Any] = getattr(cls, "__dataclass_fields__", {})
     for name, field in all_fields.items():
@@ -107,7 +137,7 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
         if info is not None and (info.metadata or info.discriminator is not None):
             extra = [info] if info.discriminator is not None else []
             annotation = typing.Annotated[(info.annotation, *info.metadata, *extra)]
-        node = walker.walk(annotation, here)
+        node, checks = walker.noted(annotation, here, validators.get(name, ()))
         has_default = field.default is not dataclasses.MISSING or (
             field.default_factory is not dataclasses.MISSING
         )
@@ -121,6 +151,7 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
                 required=not has_default,
                 literal_default=has_default and is_tag(node, default_value),
                 default=default_text(default_value, factory) if has_default else None,
+                checks=checks,
             )
         )
     params = getattr(cls, "__parameters__", ())
@@ -130,7 +161,9 @@ def dataclass_struct(walker: Walker, cls: type, key: str, where: str) -> ir.Defi
     # then stricter than the worker about a field the producer should not send anyway)
     config = getattr(cls, "__pydantic_config__", None)
     extra = (config or {}).get("extra", "forbid" if config is None else "ignore")
-    return _struct_def(key, "dataclass", fields, params, forbid_unknown=extra == "forbid")
+    return _struct_def(
+        key, "dataclass", fields, params, forbid_unknown=extra == "forbid", checks=model_checks(cls)
+    )
 
 
 def _struct_def(
@@ -140,6 +173,7 @@ def _struct_def(
     params: Iterable[Any],
     *,
     forbid_unknown: bool,
+    checks: list[str],
 ) -> ir.StructDef:
     return ir.StructDef(
         name="",
@@ -148,6 +182,7 @@ def _struct_def(
         fields=fields,
         type_params=[typevar_name(p) for p in params],
         forbid_unknown=forbid_unknown,
+        checks=checks,
     )
 
 

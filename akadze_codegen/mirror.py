@@ -16,7 +16,7 @@ import enum
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -34,6 +34,7 @@ from akadze_codegen.typetables import (
     MAPPINGS,
     OVERRIDE_TARGETS,
     PRIMS,
+    RELATIVE_TIME,
     SEQUENCES,
     STR_LIKE,
     TZ,
@@ -48,6 +49,7 @@ from akadze_codegen.typetables import (
     lookup,
     typeddict_required,
     typevar_name,
+    validator_notes,
 )
 
 __all__ = ["OVERRIDE_TARGETS", "Walker", "rename"]
@@ -69,6 +71,8 @@ class Walker:
         self._module: dict[str, str] = {}
         self._aliases: list[Any] = []
         self.renames: dict[str, str] = {}
+        #: what the worker checks that no client can, met while walking the current field
+        self.notes: list[str] = []
 
     def problem(self, where: str, message: str, fix: str = "") -> ir.Prim:
         """Record a problem (the walk goes on) and stand ``Any`` in for the type."""
@@ -112,15 +116,27 @@ class Walker:
                 required = typeddict_required(typed_dict, param.name, hint)
             else:
                 required = param.default is inspect.Parameter.empty
+            node, checks = self.noted(hint, where)
             params.append(
                 ir.Param(
                     name=param.name,
-                    type=self.walk(hint, where),
+                    type=node,
                     required=required,
                     default=None if required else default_text(param.default, None),
+                    checks=checks,
                 )
             )
         return params
+
+    def noted(self, tp: Any, where: str, checks: Iterable[str] = ()) -> tuple[ir.TypeNode, list[str]]:
+        """The node of ``tp`` and what the worker checks in it that no client can (validators,
+        a date that must be in the future), ``checks`` first: the notes of one field."""
+        outer, self.notes = self.notes, list(checks)
+        try:
+            node = self.walk(tp, where)
+            return node, list(dict.fromkeys(self.notes))
+        finally:
+            self.notes = outer
 
     # -- types -----------------------------------------------------------------------------
 
@@ -142,6 +158,10 @@ class Walker:
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
         if origin is typing.Annotated:
+            if any(m is pydantic.Json or isinstance(m, pydantic.Json) for m in tp.__metadata__):
+                # Json[T]: the worker reads a string and parses it as T
+                return ir.Json(self.walk(args[0], where))
+            self.notes.extend(validator_notes(tp.__metadata__))
             return self._annotated(args[0], tp.__metadata__, where)
         if origin in (typing.Required, typing.NotRequired, typing.ClassVar, typing.Final):
             return self.walk(args[0], where)
@@ -158,7 +178,12 @@ class Walker:
         if ALIAS_TYPES and isinstance(origin, ALIAS_TYPES):
             return self._alias(origin, args, where)  # a generic alias, parametrised: Pair[int]
         if tp is pydantic.Json or origin is pydantic.Json:
-            return ir.Prim("any")
+            return ir.Json(ir.Prim("any"))
+        relative = RELATIVE_TIME.get(tp) if isinstance(tp, type) else None
+        if relative is not None:
+            # FutureDate and the like: the base type; the clock is the worker's to read
+            self.notes.append(relative[1])
+            return ir.Prim(relative[0])
         if isinstance(tp, dataclasses.InitVar):
             return self.walk(tp.type, where)
         container = self._container(tp, origin, args, where)

@@ -139,7 +139,14 @@ class Annotated(msgspec.Struct, frozen=True, tag="annotated", tag_field="k"):
     meta: Constraints
 
 
-TypeNode: TypeAlias = Prim | Seq | Tuple | Dict | Union | Lit | Ref | Var | Annotated
+class Json(msgspec.Struct, frozen=True, tag="json", tag_field="k"):
+    """pydantic's ``Json[T]``: the worker reads a JSON *string* and parses it as ``type``, so
+    producers pass the JSON text (as the worker-side ``enqueue`` takes it)."""
+
+    type: TypeNode
+
+
+TypeNode: TypeAlias = Prim | Seq | Tuple | Dict | Union | Lit | Ref | Var | Annotated | Json
 
 
 def map_children(node: TypeNode, f: Callable[[TypeNode], TypeNode]) -> TypeNode:
@@ -154,6 +161,8 @@ def map_children(node: TypeNode, f: Callable[[TypeNode], TypeNode]) -> TypeNode:
         return Union([f(m) for m in node.members], node.discriminator)
     if isinstance(node, Annotated):
         return Annotated(f(node.type), node.meta)
+    if isinstance(node, Json):
+        return Json(f(node.type))
     if isinstance(node, Ref) and node.args:
         return Ref(node.name, [f(a) for a in node.args])
     return node
@@ -171,6 +180,8 @@ class Field(msgspec.Struct, frozen=True, omit_defaults=True):
     literal_default: bool = False
     #: the worker's default, for the docs only; never emitted as a value
     default: str | None = None
+    #: what the worker checks that no client can (a validator, a date in the future), for the docs
+    checks: list[str] = []
 
 
 class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind", omit_defaults=True):
@@ -183,6 +194,8 @@ class StructDef(msgspec.Struct, frozen=True, tag="struct", tag_field="kind", omi
     type_params: list[str] = []
     #: the model refuses fields it does not declare (``extra="forbid"``)
     forbid_unknown: bool = False
+    #: what the worker checks of the whole model that no client can (model validators)
+    checks: list[str] = []
 
 
 class TypedDictDef(msgspec.Struct, frozen=True, tag="typeddict", tag_field="kind"):
@@ -229,6 +242,8 @@ class Param(msgspec.Struct, frozen=True, omit_defaults=True):
     type: TypeNode
     required: bool
     default: str | None = None
+    #: what the worker checks that no client can (a validator, a date in the future), for the docs
+    checks: list[str] = []
 
 
 class UniqueSpec(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -270,6 +285,11 @@ class TaskSignature(msgspec.Struct, frozen=True, omit_defaults=True):
     doc: str | None = None
     unique: UniqueSpec | None = None
     limit: LimitSpec | None = None
+    #: the declared return type: what ``result_of`` decodes a job's result to (None: not
+    #: recorded, a manifest of an older akadze; ``Prim("any")`` for an unannotated task)
+    returns: TypeNode | None = None
+    #: the fingerprint of the return type's schema (akadze.codec.schema_fingerprint)
+    result_fp: str | None = None
 
 
 class ClientModule(msgspec.Struct, frozen=True):

@@ -18,7 +18,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pydantic
@@ -73,6 +73,32 @@ AS_STR: tuple[Any, ...] = tuple(
     if cls is not None
 )
 TZ: dict[Any, bool] = {pydantic.AwareDatetime: True, pydantic.NaiveDatetime: False}
+#: pydantic's dates and datetimes relative to the worker's clock: their base type, and the note
+#: the docs carry (no client can check them: the job may run later than it is enqueued)
+RELATIVE_TIME: dict[Any, tuple[ir.PrimName, str]] = {
+    pydantic.FutureDate: ("date", "a date in the future when the job runs"),
+    pydantic.PastDate: ("date", "a date in the past when the job runs"),
+    pydantic.FutureDatetime: ("datetime", "a datetime in the future when the job runs"),
+    pydantic.PastDatetime: ("datetime", "a datetime in the past when the job runs"),
+}
+#: pydantic's functional validators, which run worker code no client has
+_VALIDATORS = (
+    pydantic.AfterValidator,
+    pydantic.BeforeValidator,
+    pydantic.PlainValidator,
+    pydantic.WrapValidator,
+)
+
+
+def validator_notes(metadata: Iterable[Any]) -> list[str]:
+    """``validator <name>`` for each functional validator in annotation metadata."""
+    return [
+        f"validator {getattr(item.func, '__name__', 'function')}"
+        for item in metadata
+        if isinstance(item, _VALIDATORS)
+    ]
+
+
 SEQUENCES: dict[Any, typing.Literal["list", "set", "frozenset", "sequence"]] = {
     list: "list",
     set: "set",

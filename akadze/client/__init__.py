@@ -33,7 +33,7 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.app import create_engine
-from akadze.client.guard import Constraints, Discriminator, Guard, InvalidArgsError
+from akadze.client.guard import Constraints, Discriminator, Guard, InvalidArgsError, JsonText
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
 from akadze.db.queries import NewJobs
@@ -49,6 +49,7 @@ __all__ = [
     "Job",
     "JobNotFoundError",
     "JobState",
+    "JsonText",
     "RemoteTask",
     "configure",
     "dispose",

@@ -22,17 +22,19 @@ import msgspec
 import typing_extensions
 
 from akadze.client.guard_values import (
+    JSON_TEXT,
     STR_LIKE,
     Checked,
     Constraints,
     Discriminator,
+    JsonText,
     checked,
     dec_hook,
     str_like,
 )
 from akadze.errors import InvalidArgsError
 
-__all__ = ["Constraints", "Discriminator", "Guard", "InvalidArgsError"]
+__all__ = ["Constraints", "Discriminator", "Guard", "InvalidArgsError", "JsonText"]
 
 logger = logging.getLogger("akadze.client")
 
@@ -219,6 +221,8 @@ def _loosened_struct(
 def _loosened_annotated(tp: Any, base: Any, metadata: tuple[Any, ...], busy: set[Any]) -> Any:
     """An annotated type: a :class:`Discriminator`'s union as a msgspec tagged union, a
     :class:`Constraints`' type as its checked stand-in, msgspec's own metadata kept."""
+    if any(isinstance(m, JsonText) for m in metadata):
+        return JSON_TEXT
     marker = next((m for m in metadata if isinstance(m, Discriminator)), None)
     limits = next((m for m in metadata if isinstance(m, Constraints)), None)
     others = tuple(m for m in metadata if not isinstance(m, Discriminator | Constraints))
@@ -296,7 +300,7 @@ def _needs_checks(tp: Any, seen: set[int]) -> bool:
         return True
     origin = typing.get_origin(tp)
     if origin is Annotated:
-        if any(isinstance(m, Discriminator | Constraints) for m in tp.__metadata__):
+        if any(isinstance(m, Discriminator | Constraints | JsonText) for m in tp.__metadata__):
             return True
         return _needs_checks(typing.get_args(tp)[0], seen)
     args = [a for a in typing.get_args(tp) if a is not Ellipsis]

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-__all__ = ["Constraints", "Discriminator"]
+__all__ = ["Constraints", "Discriminator", "JsonText"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,13 @@ class Constraints:
     multiple_of: Any = None
     max_digits: int | None = None
     decimal_places: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JsonText:
+    """In a mirror's ``Annotated[str, JsonText()]``: the worker's pydantic ``Json[T]``, which
+    reads a JSON *string* and parses it. Producers pass the JSON text (as the worker-side
+    ``enqueue`` takes it); the client's guard checks that it is JSON, the worker that it is a T."""
 
 
 class Checked:
@@ -228,3 +235,19 @@ def str_like(parsers: tuple[type, ...]) -> type[Checked]:
         raise ValueError(f"Expected `str` holding {names}")
 
     return type("StrLike", (Checked,), {"plain": str, "check": classmethod(check)})
+
+
+def _check_json_text(cls: type[Checked], value: Any) -> Any:
+    if type(value) is not str:
+        raise ValueError(f"Expected `str` holding JSON, got `{_kind(value)}`")
+    try:
+        msgspec.json.decode(value)
+    except msgspec.DecodeError:
+        raise ValueError("Expected `str` holding JSON") from None
+    return value
+
+
+#: the stand-in for a ``JsonText`` string
+JSON_TEXT: type[Checked] = type(
+    "JsonText", (Checked,), {"plain": str, "check": classmethod(_check_json_text)}
+)

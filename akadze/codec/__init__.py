@@ -88,6 +88,9 @@ class ArgsCodec:
     #: whether a dataclass in them has fields read under other keys than their names
     #: (msgspec would write the names): see akadze.codec.wirekeys
     wire_keys: bool = False
+    #: whether they hold a pydantic ``Json[T]``, which validation parses from a string and so
+    #: must be written back as one: pydantic's round-trip serialization writes them
+    json_text: bool = False
 
     def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """Map a call's positional and keyword arguments to parameter names."""
@@ -111,7 +114,10 @@ class ArgsCodec:
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
         try:
-            payload = ARGS_ENCODER.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
+            if self.json_text:
+                payload = self.adapter.dump_json(validated, round_trip=True, by_alias=True)
+            else:
+                payload = ARGS_ENCODER.encode(dataclasses_to_wire(validated) if self.wire_keys else validated)
         except (TypeError, NotImplementedError) as exc:
             raise TypeError(f"task {self.task_name!r}: {exc}") from None
         except RecursionError:
@@ -288,7 +294,8 @@ def build_codec(
     core = repr(adapter.core_schema)
     may_hold_float = "'float'" in core or "'any'" in core or "'json'" in core
     wire_keys = "'dataclass-args'" in core and schema_differs(adapter.core_schema, dataclasses_by_name=True)
-    return ArgsCodec(task_name, signature, adapter, max_bytes, may_hold_float, wire_keys)
+    json_text = "'type': 'json'" in core
+    return ArgsCodec(task_name, signature, adapter, max_bytes, may_hold_float, wire_keys, json_text)
 
 
 def _identifier(name: str) -> str:

@@ -8,7 +8,9 @@ asks :func:`check_drift` what to do. Pure, apart from the "log once" memory it i
 | fingerprints | decodes | verdict                                                          |
 |--------------|---------|------------------------------------------------------------------|
 | equal / none | yes     | run                                                              |
-| equal / none | no      | not drift: the executor's usual invalid-arguments failure        |
+| equal / none | no      | not drift, but no retry can help: fail without retries,          |
+|              |         | ArgsRefusedError naming the fields (a validator the producer's   |
+|              |         | client cannot run refused them)                                  |
 | differ       | yes     | run; log a warning once per (task, job fingerprint); count it    |
 | differ       | no      | fail without retries: ArgsSchemaMismatch names both fingerprints |
 |              |         | and the fields; log a warning once per (task, both fingerprints) |
@@ -29,11 +31,19 @@ from typing import TypeVar
 
 import pydantic
 
-from akadze.errors import ArgsSchemaMismatch
+from akadze.errors import ArgsRefusedError, ArgsSchemaMismatch, UnrunnableArgsError
 
 _Key = TypeVar("_Key", bound=tuple[str, ...])
 
-__all__ = ["ArgsSchemaMismatch", "DriftLog", "DriftVerdict", "check_drift", "describe"]
+__all__ = [
+    "ArgsRefusedError",
+    "ArgsSchemaMismatch",
+    "DriftLog",
+    "DriftVerdict",
+    "UnrunnableArgsError",
+    "check_drift",
+    "describe",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +55,7 @@ class DriftVerdict:
     #: log this at WARNING (only the first time for a task and job fingerprint)
     warning: str | None = None
     #: fail the job with this, without retries
-    error: ArgsSchemaMismatch | None = None
+    error: UnrunnableArgsError | None = None
 
 
 class DriftLog:
@@ -112,7 +122,10 @@ def check_drift(
     drifted = bool(job_fp) and job_fp != worker_fp
     if error is not None:
         if not drifted:
-            return DriftVerdict(drifted=False, run=False)
+            # built against this very schema, so its own validation refuses them: a retry
+            # decodes the same bytes with the same code
+            fields, details = describe(error)
+            return DriftVerdict(drifted=False, run=False, error=ArgsRefusedError(task_name, fields, details))
         assert job_fp is not None
         fields, details = describe(error)
         if any(item["type"] == "extra_forbidden" and len(item["loc"]) == 1 for item in error.errors()):

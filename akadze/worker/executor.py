@@ -16,7 +16,7 @@ import pydantic
 
 from akadze import hooks
 from akadze.codec import encode_result
-from akadze.codec.drift import DEFAULT_LOG, ArgsSchemaMismatch, DriftLog, check_drift, describe
+from akadze.codec.drift import DEFAULT_LOG, DriftLog, UnrunnableArgsError, check_drift, describe
 from akadze.codec.stored import UnreadableArgs
 from akadze.context import RunContext, enter, leave
 from akadze.errors import UndecodableJobError, UnknownTaskError
@@ -144,7 +144,7 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
         return Ran(RunEnd.RAISED, UnknownTaskError(job.task))
     try:
         kwargs = decode_args(task, job, drift_log)
-    except ArgsSchemaMismatch as exc:
+    except UnrunnableArgsError as exc:
         return Ran(RunEnd.UNDECODABLE, exc)
     except ValueError as exc:
         return Ran(RunEnd.RAISED, exc)

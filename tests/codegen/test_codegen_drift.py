@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from akadze import Akadze
 from akadze.client import RemoteTask
 from akadze.codec import build_codec
-from akadze.codec.drift import ArgsSchemaMismatch, DriftLog, check_drift
+from akadze.codec.drift import ArgsRefusedError, ArgsSchemaMismatch, DriftLog, check_drift
 from akadze.errors import ConfigError
 from akadze.task import TaskOptions
 from akadze.testing import drain
@@ -134,8 +134,15 @@ class TestCheckDrift:
     def test_matching_or_missing_fingerprints_are_not_drift(self) -> None:
         assert check_drift("t", "aaaa", "aaaa", None).run
         assert check_drift("t", "aaaa", None, None).run
-        verdict = check_drift("t", "aaaa", "aaaa", validation_error())
-        assert (verdict.drifted, verdict.run, verdict.error) == (False, False, None)
+
+    def test_arguments_refused_by_their_own_schema_fail_without_retries_naming_the_field(self) -> None:
+        """Not drift, and no retry can help (issue 31 point 6): the verdict carries the error."""
+        for job_fp in ("aaaa", None):
+            verdict = check_drift("t", "aaaa", job_fp, validation_error())
+            assert (verdict.drifted, verdict.run) == (False, False)
+            assert isinstance(verdict.error, ArgsRefusedError)
+            assert verdict.error.fields == ["user_id"]
+            assert "'x'" not in str(verdict.error)
 
     def test_drift_that_decodes_runs_and_warns_once_per_task_and_fingerprint(self) -> None:
         log = DriftLog()
@@ -342,3 +349,76 @@ async def test_the_worker_side_enqueue_refuses_unknown_arguments_whatever_the_po
         with pytest.raises(pydantic.ValidationError, match="gift_note"):
             await task.enqueue_many([{"order_id": 1, "gift_note": "x"}])
     assert await fetch(database_url, "SELECT id FROM akadze_jobs") == []
+
+
+class Zip(BaseModel):
+    code: str
+
+    @pydantic.field_validator("code")
+    @classmethod
+    def dutch(cls, value: str) -> str:
+        if not value.endswith("NL"):
+            raise ValueError("not a Dutch postcode")
+        return value
+
+
+async def test_arguments_a_validator_refuses_at_run_fail_at_once_naming_the_field(
+    app: Any, database_url: str
+) -> None:
+    """Issue 31 point 6: a client cannot run the worker's validator, so it writes the row; the
+    worker's refusal is final (one attempt, failed, the field named), not retried."""
+    runs: list[str] = []
+
+    @app.task("mail.post", max_attempts=5)
+    async def post(to: Zip) -> None:
+        runs.append(to.code)
+
+    client_task: RemoteTask[dict[str, Any]] = RemoteTask(
+        "mail.post", queue="default", priority=0, max_attempts=5, args_fp=post.args_fp, args_type=dict
+    )
+    from akadze import client
+
+    client.configure(engine=app.engine)
+    try:
+        await client_task._enqueue({"to": {"code": "1011AB"}})  # the validator refuses it
+        await client_task._enqueue({"to": {"code": "1011NL"}})
+    finally:
+        await client.dispose()
+    await drain(app)
+    rows = await fetch(database_url, "SELECT state, attempt, errors FROM akadze_jobs ORDER BY id")
+    assert [(r["state"], r["attempt"]) for r in rows] == [("failed", 1), ("succeeded", 1)]
+    (error,) = json.loads(rows[0]["errors"])
+    assert error["type"].endswith("ArgsRefusedError")
+    assert "to.code" in error["message"] and "1011AB" not in error["message"]
+    assert runs == ["1011NL"]
+
+
+class Batch(BaseModel):
+    inner: pydantic.Json[list[int]]
+
+
+async def test_a_json_argument_travels_as_its_text_from_both_sides(app: Any, database_url: str) -> None:
+    """Issue 31 point 6: ``Json[list[int]]`` is read from a string, so both the worker-side
+    enqueue and a client write the JSON text, and the job runs with the parsed value."""
+    got: list[Any] = []
+
+    @app.task("stats.sum")
+    async def total(ids: pydantic.Json[list[int]], batch: Batch) -> None:
+        got.append((ids, batch.inner))
+
+    await total.enqueue(ids="[1, 2]", batch=Batch(inner="[3]"))  # type: ignore[arg-type]  # pydantic's Json takes the text
+    client_task: RemoteTask[dict[str, Any]] = RemoteTask(
+        "stats.sum", queue="default", priority=0, max_attempts=3, args_fp=total.args_fp, args_type=dict
+    )
+    from akadze import client
+
+    client.configure(engine=app.engine)
+    try:
+        await client_task._enqueue({"ids": "[4]", "batch": {"inner": "[5, 6]"}})
+    finally:
+        await client.dispose()
+    await drain(app)
+    rows = await fetch(database_url, "SELECT state, args FROM akadze_jobs ORDER BY id")
+    assert [r["state"] for r in rows] == ["succeeded", "succeeded"]
+    assert json.loads(rows[0]["args"]) == {"ids": "[1,2]", "batch": {"inner": "[3]"}}
+    assert got == [([1, 2], [3]), ([4], [5, 6])]
