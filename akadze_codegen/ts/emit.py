@@ -198,7 +198,7 @@ def _task_module(
     if used:
         names = ", ".join(sorted(used))
         parts.append(f'import type {{ {names} }} from "{here}_types";\n')
-        parts.append(f'export type {{ {names} }} from "{here}_types";\n')
+        parts.append(f'export {{ {names} }} from "{here}_types";\n')
     for task in tasks:
         parts.append("\n" + _task(task, enums))
     return "".join(parts)
