@@ -535,6 +535,14 @@ function isPlainObject(value: unknown): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** Whether ``value`` (a container at ``depth``) nests containers deeper than MAX_JSON_DEPTH. */
+function tooDeep(value: unknown, depth: number): boolean {
+  if (!isContainer(value)) return false;
+  if (depth > MAX_JSON_DEPTH) return true;
+  const items = value instanceof Map ? [...value.values()] : Array.isArray(value) || value instanceof Set ? [...(value as Iterable<unknown>)] : Object.values(value as object);
+  return items.some((item) => tooDeep(item, depth + 1));
+}
+
 function isContainer(value: unknown): boolean {
   return Array.isArray(value) || value instanceof Set || value instanceof Map || isPlainObject(value);
 }
@@ -1180,6 +1188,8 @@ export class Task<A> {
     if (unknown.length) throw new TypeError(`task '${spec.name}': unexpected argument(s) ${unknown.map((k) => `'${k}'`).join(", ")}`);
     const missing = spec.params.filter((p) => p.required && given[p.name] === undefined).map((p) => `'${p.name}'`);
     if (missing.length) throw new TypeError(`task '${spec.name}': missing required argument(s) ${missing.join(", ")}`);
+    // as the Python client does: the nesting limit first (the worker cannot read such a row)
+    if (tooDeep(given, 1)) throw new ArgsTooDeepError(spec.name, MAX_JSON_DEPTH);
     const walker = new Walker(this.types, settings.validate);
     const out: { [key: string]: Wire } = {};
     try {

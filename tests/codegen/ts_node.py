@@ -97,6 +97,8 @@ class Harness:
         if self.process.stdin is not None:
             self.process.stdin.close()
         self.process.wait(timeout=30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def libpq_url(database_url: str) -> str:
