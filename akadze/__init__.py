@@ -6,7 +6,7 @@ from akadze.app import Akadze
 from akadze.backoff import BackoffPolicy
 from akadze.context import current
 from akadze.control import request_cancel, requeue
-from akadze.errors import ResultNotJson
+from akadze.errors import JobCancelledError, JobFailedError, ResultNotJson
 from akadze.flow import Limit, Unique
 from akadze.job import Job, JobState
 from akadze.outcomes import Cancel, Fail, Retry, Snooze
@@ -23,6 +23,8 @@ __all__ = [
     "Cancel",
     "Fail",
     "Job",
+    "JobCancelledError",
+    "JobFailedError",
     "JobState",
     "Limit",
     "ResultNotJson",

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar, overload
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from akadze.backoff import BackoffPolicy
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.codec.batch import encode_many
+from akadze.codec.results import ResultType, finished_result
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.db.status import raise_if_schema_missing
@@ -35,7 +36,12 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
+#: what an async task returns: result_of decodes to T
+Awaited: TypeAlias = Coroutine[Any, Any, T]
+#: how long result_of waits: a timedelta, seconds, or None (no limit)
+Wait: TypeAlias = timedelta | float | None
 #: what session= accepts: the caller's transaction
 Session: TypeAlias = AsyncConnection | AsyncSession
 
@@ -187,6 +193,8 @@ class Task(Enqueuer, Generic[P, R]):
         #: the using() options with the app's engine, and the rows' columns, built once
         self._bound: EnqueueOptions | None = None
         self._new: NewJobs | None = None
+        #: the declared return type: how result_of decodes a result
+        self.result_type = ResultType(fn)
 
     def __repr__(self) -> str:
         return f"<Task {self.name!r} queue={self.options.queue!r}>"
@@ -204,6 +212,25 @@ class Task(Enqueuer, Generic[P, R]):
         payload = codec.encode(codec.bind(args, kwargs))
         jobs = await insert_jobs(self._with_engine(), self._new_jobs(), [payload], self.app.hooks.on_enqueue)
         return jobs[0]
+
+    @overload
+    async def result_of(self: Task[P, Awaited[T]], job_or_id: Job | int, *, timeout: Wait = None) -> T: ...  # noqa: ASYNC109
+    @overload
+    async def result_of(self: Task[P, T], job_or_id: Job | int, *, timeout: Wait = None) -> T: ...  # noqa: ASYNC109
+    async def result_of(self, job_or_id: Job | int, *, timeout: Wait = None) -> Any:  # noqa: ASYNC109 (DESIGN §6)
+        """The job's result once it has succeeded, decoded to the task's declared return type
+        (waiting as ``app.wait_for`` does).
+
+        Raises:
+            JobFailedError: the job ended failed (its last error's type and message).
+            JobCancelledError: the job ended cancelled.
+            TimeoutError: it did not finish within ``timeout`` (a timedelta or seconds).
+            pydantic.ValidationError: the stored result is not of the declared type.
+        """
+        done = await self.app.wait_for(
+            job_or_id.id if isinstance(job_or_id, Job) else job_or_id, timeout=timeout
+        )
+        return self.result_type.decode(finished_result(done))
 
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""

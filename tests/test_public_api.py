@@ -25,6 +25,9 @@ DESIGN_NAMES = {
     # DESIGN.md section 5, flow control
     "Unique",
     "Limit",
+    # DESIGN.md section 6, typed results
+    "JobFailedError",
+    "JobCancelledError",
 }
 
 
