@@ -187,12 +187,33 @@ class _Differ:
             # producer and the worker side may each make a job where one was meant
             text = "unique changed (clients compute the key they were generated with: regenerate them)"
             changes.append(Change("breaking", old.name, text, topic="unique"))
+        changes.extend(self.returns(old, new))
         params = self.params(old.name, old.params, new.params)
         changes.extend(params)
         if not params and old.args_fp != new.args_fp:
             text = f"argument fingerprint {old.args_fp} -> {new.args_fp} with no difference in the manifest"
             changes.append(Change("safe", old.name, text, topic="fingerprint"))
         return changes
+
+    def returns(self, old: ir.TaskSignature, new: ir.TaskSignature) -> list[Change]:
+        """A changed return type, for producers that read results (``result_of``): breaking when
+        results of the new type may not decode as the old one (the comparison run from the
+        worker's side: it now sends what producers take)."""
+        if old.returns is None or new.returns is None or old.returns == new.returns:
+            if old.result_fp and new.result_fp and old.result_fp != new.result_fp:
+                text = f"result fingerprint {old.result_fp} -> {new.result_fp}"
+                return [Change("safe", f"{old.name} -> result", text, topic="result")]
+            return []
+        found = TypeComparison(self.new, self.old).compare(new.returns, old.returns, f"{old.name}(->)", "->")
+        before, after = describe(old.returns), describe(new.returns)
+        if any(c.verdict == "breaking" for c in found):
+            text = f"return type changed: {before} -> {after} (producers' result_of decodes the old type)"
+            return [Change("breaking", f"{old.name} -> result", text, topic="result")]
+        return [
+            Change(
+                "safe", f"{old.name} -> result", f"return type widened: {before} -> {after}", topic="result"
+            )
+        ]
 
     def params(self, task: str, old: Sequence[ir.Param], new: Sequence[ir.Param]) -> list[Change]:
         changes: list[Change] = []

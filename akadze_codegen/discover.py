@@ -95,6 +95,8 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
                 doc=_first_line(task_doc(task.fn)),
                 unique=_unique_spec(task.options.unique),
                 limit=_limit_spec(task.options.limit),
+                returns=walker.walk(task.result_type.annotation, f"{name} (its return type)"),
+                result_fp=task.result_type.fingerprint,
             )
         )
     problems.extend(check_names(tasks, by_client))
@@ -106,6 +108,7 @@ def build_manifest(app: Akadze, app_path: str, overrides: Mapping[str, str] | No
         msgspec.structs.replace(
             t,
             params=[msgspec.structs.replace(p, type=rename(p.type, renamed)) for p in t.params],
+            returns=None if t.returns is None else rename(t.returns, renamed),
         )
         for t in tasks
     ]

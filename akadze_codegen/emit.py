@@ -18,7 +18,7 @@ import libcst as cst
 from akadze_codegen import nodes, signature as ir
 from akadze_codegen.annotations import IMPORTS, STDLIB, annotation, refs as _refs
 from akadze_codegen.classes import definition_code, docstring, quoted, typeddict_class
-from akadze_codegen.layout import ALIAS_NAME_LIMITS, Scope
+from akadze_codegen.layout import ALIAS_NAME_LIMITS, Scope, fit
 from akadze_codegen.naming import class_name
 from akadze_codegen.write import CONTENT_PREFIX, MANIFEST_FILE, MARKER, content_hash
 
@@ -140,6 +140,8 @@ def _task_module(
     for task in tasks:
         for param in task.params:
             used |= _refs(param.type)
+        if task.returns is not None:
+            used |= _refs(task.returns)
     used = _closure(used, {d.name: d for d in manifest.types})
     # mirrors are re-exported through __all__ (``X as X`` trips ruff's default rules), except
     # one whose name a task here also generates: that one is spelled _ty.X
@@ -229,9 +231,17 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
         '        """Insert one job; ``using(session=..., delay=...)`` sets the options."""\n'
         "        return await self._enqueue(kwargs)\n"
     )
-    header = f"class {cls}(_rt.RemoteTask[{args}]):"
+    base = f"_rt.RemoteTask[{args}]"
+    if task.returns is not None:
+        # the result type: what result_of decodes to (and what mypy checks a producer does with it)
+        room = nodes.LINE_LENGTH - len(f"class {cls}(_rt.RemoteTask[{args}, ]):")
+        result = nodes.code(annotation(fit(task.returns, scope, max(room, 20), f"{cls}|Result"), scope))
+        if len(result) > max(room, 20):
+            result = nodes.code(annotation(scope.hoist(task.returns, f"{cls}|Result"), scope))
+        base = f"_rt.RemoteTask[{args}, {result}]"
+    header = f"class {cls}({base}):"
     if not nodes.fits(header):
-        header = nodes.exploded(f"class {cls}(", [f"_rt.RemoteTask[{args}]"], "):")
+        header = nodes.exploded(f"class {cls}(", [base], "):")
     class_block = f"{header}\n{docstring(summary)}\n{enqueue}"
     items = [
         quoted(task.name),

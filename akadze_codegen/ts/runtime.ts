@@ -278,16 +278,18 @@ class Walker {
       if (node.members.every((m) => this.tagOf(m, field).length > 0))
         return this.refuse("Invalid value", `${path}.${field}`);
     }
-    let first: Refusal | null = null;
+    const refusals: Refusal[] = [];
     for (const member of node.members) {
       try {
         return this.walk(member, value, path, env, depth);
       } catch (e) {
         if (!(e instanceof Refusal)) throw e;
-        first = first ?? e;
+        refusals.push(e);
       }
     }
-    if (node.members.length === 1 && first !== null) throw first;
+    // the one member of the value's own JSON kind says what is wrong inside it
+    const same = node.members.map((m) => describe(m, this.types) === `\`${jsonKind(value)}\``);
+    if (same.filter(Boolean).length === 1) throw refusals[same.indexOf(true)];
     return this.refuse(`Expected ${node.members.map((m) => describe(m, this.types)).join(" | ")}`, path);
   }
 
@@ -551,6 +553,12 @@ function arrayOf(value: unknown, sets = false): unknown[] | null {
   if (Array.isArray(value)) return value;
   if (sets && value instanceof Set) return [...value];
   return null;
+}
+
+function jsonKind(value: unknown): string {
+  if (Array.isArray(value) || value instanceof Set) return "array";
+  if (isPlainObject(value) || value instanceof Map) return "object";
+  return "value";
 }
 
 function describe(node: TypeNode, types: Record<string, Definition>): string {

@@ -442,3 +442,28 @@ def test_check_and_diff_agree_on_a_default_only_change(tmp_path: Path) -> None:
         "worker default changed: 0 -> 5 (clients omit it; regenerate for the comment)"
     ]
     assert old.tasks[0].args_fp == new.tasks[0].args_fp  # the wire did not change
+
+
+def test_a_changed_return_type_is_breaking_for_producers_that_read_results() -> None:
+    """Issue 31 point 1: the manifest records return types; diff and the fingerprint see them."""
+    from akadze import Akadze
+    from akadze_codegen.diff import diff as diff_manifests
+    from akadze_codegen.discover import build_manifest
+
+    def manifest(returns: type) -> Any:
+        app = Akadze(database_url="postgresql://localhost/unused")
+
+        async def total(n: int) -> Any:
+            return n
+
+        total.__annotations__["return"] = returns
+        app.register(total, name="stats.total")
+        return build_manifest(app, "tests:app")
+
+    old, narrowed, changed = manifest(int | None), manifest(int), manifest(str)
+    assert old.tasks[0].result_fp != changed.tasks[0].result_fp
+    assert old.tasks[0].args_fp == changed.tasks[0].args_fp  # jobs are not drift for it
+    (breaking,) = diff_manifests(old, changed)
+    assert breaking.verdict == "breaking" and breaking.where == "stats.total -> result"
+    (safe,) = diff_manifests(old, narrowed)
+    assert safe.verdict == "safe"

@@ -26,7 +26,10 @@ from tests.codegen.ts_node import Harness, build, generate, libpq_url, manifest_
 from tests.support import fetch
 
 APP = "tests.codegen.apps.producers.worker:app"
-COLUMNS = "task, queue, priority, args, args_fp, max_attempts, unique_key, unique_states, state, attempt, expires_at"
+COLUMNS = (
+    "task, queue, priority, args, args_fp, max_attempts, unique_key, unique_states, "
+    + "state, attempt, expires_at"
+)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +125,7 @@ def _node_value(task: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _rows(database_url: str) -> list[dict[str, Any]]:
-    rows = await fetch(database_url, f"SELECT {COLUMNS} FROM akadze_jobs ORDER BY id")  # noqa: S608 (constant)
+    rows = await fetch(database_url, f"SELECT {COLUMNS} FROM akadze_jobs ORDER BY id")
     return [{**dict(r), "args": json.loads(r["args"])} for r in rows]
 
 
@@ -143,7 +146,9 @@ async def test_python_and_node_store_the_same_row_for_the_same_call(
     harness = Harness(dist, libpq_url(database_url))
     try:
         for name, args, options in CALLS:
-            answer = harness.ask({"op": "enqueue", "task": name, "args": _node_value(name, args), "options": options})
+            answer = harness.ask(
+                {"op": "enqueue", "task": name, "args": _node_value(name, args), "options": options}
+            )
             assert answer["ok"], answer
     finally:
         harness.close()
@@ -152,7 +157,9 @@ async def test_python_and_node_store_the_same_row_for_the_same_call(
     assert node_rows == python_rows
 
 
-async def test_unique_keys_match_across_languages(app: Akadze, database_url: str, packages: tuple[Path, Any]) -> None:
+async def test_unique_keys_match_across_languages(
+    app: Akadze, database_url: str, packages: tuple[Path, Any]
+) -> None:
     """A job enqueued from Python holds its key against the same call from Node."""
     dist, module = packages
     akadze_client.configure(engine=app.engine)
@@ -163,7 +170,13 @@ async def test_unique_keys_match_across_languages(app: Akadze, database_url: str
     harness = Harness(dist, libpq_url(database_url))
     try:
         again = harness.ask({"op": "enqueue", "task": "orders.remind", "args": {"order_id": 9, "text": "b"}})
-        other = harness.ask({"op": "enqueueMany", "task": "orders.remind", "items": [{"order_id": 10}, {"order_id": 10}, {"order_id": 9}]})
+        other = harness.ask(
+            {
+                "op": "enqueueMany",
+                "task": "orders.remind",
+                "items": [{"order_id": 10}, {"order_id": 10}, {"order_id": 9}],
+            }
+        )
     finally:
         harness.close()
     assert again["jobs"] == [{"id": str(first.id), "duplicate": True}]
@@ -188,9 +201,24 @@ async def test_node_refuses_what_python_refuses_before_any_sql(
     }
     harness = Harness(dist, libpq_url(database_url))
     try:
-        answers = {name: harness.ask({"op": "enqueue", "task": "orders.place", "args": args}) for name, args in cases.items()}
-        zip_short = harness.ask({"op": "enqueue", "task": "orders.place", "args": {**good, "to": {"street": "s", "zipCode": "101"}}})
-        secret = harness.ask({"op": "enqueue", "task": "orders.place", "args": {**good, "payment": {"kind": "card", "last4": "s3cr3t"}}})
+        answers = {
+            name: harness.ask({"op": "enqueue", "task": "orders.place", "args": args})
+            for name, args in cases.items()
+        }
+        zip_short = harness.ask(
+            {
+                "op": "enqueue",
+                "task": "orders.place",
+                "args": {**good, "to": {"street": "s", "zipCode": "101"}},
+            }
+        )
+        secret = harness.ask(
+            {
+                "op": "enqueue",
+                "task": "orders.place",
+                "args": {**good, "payment": {"kind": "card", "last4": "s3cr3t"}},
+            }
+        )
     finally:
         harness.close()
     for name, answer in answers.items():

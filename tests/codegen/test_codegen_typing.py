@@ -34,6 +34,7 @@ def test_enqueue_returns_the_job_and_using_returns_the_same_task_class(mypy_outp
     revealed = [line.split("Revealed type is ")[1] for line in lines_for(mypy_output, POSITIVE)]
     assert revealed == [
         '"akadze.job.Job"',
+        '"str"',  # result_of: the task's mirrored return type
         '"registration.mail.MailNotify"',
         '"list[akadze.job.Job]"',
     ]

@@ -59,7 +59,7 @@ def generate(manifest: Manifest, out: Path) -> Path:
 def tsc(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``tsc`` run in ``folder`` (its tsconfig.json unless ``args`` say otherwise)."""
     node = require_node()
-    return subprocess.run(  # noqa: S603 (our node, our compiler)
+    return subprocess.run(
         [node, str(TSC), *args], cwd=folder, capture_output=True, text=True, timeout=600, check=False
     )
 
@@ -78,7 +78,7 @@ class Harness:
         node = require_node()
         args = [node, str(HARNESS), str(dist)] + ([database_url] if database_url else [])
         env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
-        self.process = subprocess.Popen(  # noqa: S603 (our node, our script)
+        self.process = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
 

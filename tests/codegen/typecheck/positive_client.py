@@ -17,6 +17,7 @@ from wire import kinds, payments, shipping
 async def right_calls(conn: AsyncConnection) -> None:
     job = await mail.mail_notify.using(session=conn, delay=timedelta(seconds=5)).enqueue(user_id=5)
     reveal_type(job)
+    reveal_type(await mail.mail_welcome_de.result_of(job))
     reveal_type(mail.mail_notify.using(session=conn))
     reveal_type(await mail.mail_notify.enqueue_many([{"user_id": 1}, {"user_id": 2, "message": "x"}]))
     await shipping.ship_pages.enqueue(
