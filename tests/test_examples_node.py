@@ -18,7 +18,7 @@ from tests.support import fetch
 
 
 def _post(port: int, data: object) -> tuple[int, Any]:
-    request = urllib.request.Request(  # noqa: S310 (a local test server)
+    request = urllib.request.Request(
         f"http://127.0.0.1:{port}/signups", data=json.dumps(data).encode(), method="POST"
     )
     try:
@@ -34,7 +34,7 @@ async def test_the_node_producer_enqueues_inside_its_own_transaction(database_ur
     built = tsc(NODE_PROJECT, "-p", "tsconfig.json")
     assert built.returncode == 0, built.stdout + built.stderr
     env = {**os.environ, "AKADZE_DATABASE_URL": database_url.replace("+asyncpg", ""), "PORT": "0"}
-    server = subprocess.Popen(  # noqa: S603 (our node, our example)
+    server = subprocess.Popen(
         [node, "dist/src/server.js"], cwd=NODE_PROJECT, env=env, stdout=subprocess.PIPE, text=True
     )
     try:
@@ -55,9 +55,8 @@ async def test_the_node_producer_enqueues_inside_its_own_transaction(database_ur
     assert [(str(j["id"]), j["task"]) for j in jobs] == [(created["job_id"], "mail.send")]
     signups = await fetch(database_url, "SELECT user_id, email FROM signups")
     assert [tuple(r) for r in signups] == [(5, "ada@example.com")]
-    from examples.worker_app import app
-
     from akadze import Akadze
+    from examples.worker_app import app
 
     worker = Akadze(database_url=database_url)
     for name, task in app.tasks.items():
