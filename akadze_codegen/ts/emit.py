@@ -14,6 +14,7 @@ same bytes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -144,14 +145,20 @@ def _sql() -> str:
         "// akadze's enqueue statements (akadze/db/sql), as akadze.db.sql renders them for a driver.\n",
         "\n",
         "/** A statement and the names of its parameters, in the order of $1, $2, ... */\n",
-        "export interface Statement {\n  text: string;\n  params: readonly string[];\n}\n",
+        "export interface Statement {\n  name: string;\n  hash: string;\n  text: string;\n  params: readonly string[];\n}\n",
         "\n",
         "export const STATEMENTS = {\n",
     ]
     for name in STATEMENTS:
         found = statement(name)
         params = ", ".join(json.dumps(p) for p in found.params)
-        lines.append(f"  {name}: {{\n    text: {json.dumps(found.pg)},\n    params: [{params}],\n  }},\n")
+        # the prepared statement's name carries a hash of its text: a package of another
+        # akadze version on the same connection never reuses a name for another text
+        digest = hashlib.sha256(found.pg.encode()).hexdigest()[:12]
+        lines.append(
+            f"  {name}: {{\n    name: {json.dumps(name)},\n    hash: {json.dumps(digest)},\n"
+            f"    text: {json.dumps(found.pg)},\n    params: [{params}],\n  }},\n"
+        )
     lines.append("} satisfies Record<string, Statement>;\n")
     return "".join(lines)
 

@@ -137,7 +137,15 @@ class Refusal {
 
 type Env = Record<string, TypeNode>;
 
+/** The values of an enum, built once per enum. */
+const enumValues = new WeakMap<object, (string | number)[]>();
+/** The wire names of a field list, built once per list. */
+const wireNames = new WeakMap<FieldDef[], Set<string>>();
+
 class Walker {
+  /** whether the wire value holds a bigint (JSON.stringify cannot write one) */
+  big = false;
+
   constructor(
     readonly types: Record<string, Definition>,
     readonly check: boolean,
@@ -195,7 +203,11 @@ class Walker {
       case "newtype":
         return this.walk(def.type, value, path, env, depth);
       case "enum": {
-        const values = def.members.map((m) => m[1]);
+        let values = enumValues.get(def);
+        if (values === undefined) {
+          values = def.members.map((m) => m[1]);
+          enumValues.set(def, values);
+        }
         const isInt = def.base !== "enum" && def.base !== "str" && def.base !== "strenum";
         if (def.base === "flag" || def.base === "intflag") {
           if (typeof value !== "number" || !Number.isInteger(value))
@@ -244,9 +256,12 @@ class Walker {
   ): Wire {
     if (!isPlainObject(value)) return this.refuse(`Expected \`object\`, got \`${kind(value)}\``, path);
     const out: { [key: string]: Wire } = {};
-    const known = new Set<string>();
+    let known = wireNames.get(fields);
+    if (known === undefined) {
+      known = new Set(fields.map((f) => f.wire));
+      wireNames.set(fields, known);
+    }
     for (const f of fields) {
-      known.add(f.wire);
       const given = (value as Record<string, unknown>)[f.wire];
       if (given === undefined) {
         if (f.literal_default && f.type.k === "literal") {
@@ -258,10 +273,11 @@ class Walker {
       }
       out[f.wire] = this.walk(f.type, given, `${path}.${f.wire}`, env, depth + 1);
     }
-    for (const [key, given] of Object.entries(value as Record<string, unknown>)) {
-      if (known.has(key) || given === undefined) continue;
+    const record = value as Record<string, unknown>;
+    for (const key in record) {
+      if (known.has(key) || record[key] === undefined) continue;
       if (forbid) return this.refuse(`Object contains unknown field \`${key}\``, path);
-      out[key] = this.any(given, `${path}.${key}`, depth + 1);
+      out[key] = this.any(record[key], `${path}.${key}`, depth + 1);
     }
     return out;
   }
@@ -278,6 +294,17 @@ class Walker {
       if (node.members.every((m) => this.tagOf(m, field).length > 0))
         return this.refuse("Invalid value", `${path}.${field}`);
     }
+    // the members that can take a value of this JSON kind first: no refusal thrown and caught
+    // for an optional value that is null, or a number given to a str | int
+    for (const member of node.members) {
+      if (!this.takesKind(member, value)) continue;
+      try {
+        return this.walk(member, value, path, env, depth);
+      } catch (e) {
+        if (!(e instanceof Refusal)) throw e;
+        break;
+      }
+    }
     const refusals: Refusal[] = [];
     for (const member of node.members) {
       try {
@@ -291,6 +318,25 @@ class Walker {
     const same = node.members.map((m) => describe(m, this.types) === `\`${jsonKind(value)}\``);
     if (same.filter(Boolean).length === 1) throw refusals[same.indexOf(true)];
     return this.refuse(`Expected ${node.members.map((m) => describe(m, this.types)).join(" | ")}`, path);
+  }
+
+  /** Whether ``member`` can take a value of ``value``'s JSON kind at all (a cheap pre-check). */
+  takesKind(member: TypeNode, value: unknown): boolean {
+    const node = member.k === "annotated" ? member.type : member;
+    if (node.k !== "prim") return value !== null && typeof value === "object";
+    switch (node.name) {
+      case "none":
+        return value === null;
+      case "bool":
+        return typeof value === "boolean";
+      case "int":
+      case "float":
+        return typeof value === "number" || typeof value === "bigint";
+      case "any":
+        return true;
+      default:
+        return typeof value === "string" || (value !== null && typeof value === "object");
+    }
   }
 
   /** The tag values of a discriminated union's member (none for a member that has no tag). */
@@ -379,7 +425,10 @@ class Walker {
       if (!Number.isFinite(value)) return this.refuse("Expected a finite number", path);
       return value;
     }
-    if (typeof value === "bigint") return value;
+    if (typeof value === "bigint") {
+      this.big = true;
+      return value;
+    }
     if (value instanceof Date) return formatDatetime(value, this, path, undefined);
     if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
     const items = arrayOf(value);
@@ -398,7 +447,7 @@ class Walker {
   }
 
   str(value: string, path: string): string {
-    if (LONE_SURROGATE.test(value)) return this.refuse("a string holds a lone surrogate, which is not valid Unicode", path);
+    if (!isWellFormed(value)) return this.refuse("a string holds a lone surrogate, which is not valid Unicode", path);
     if (value.includes("\u0000")) return this.refuse("a string holds a NUL character, which PostgreSQL cannot store in JSON", path);
     return value;
   }
@@ -435,7 +484,9 @@ class Walker {
       case "int": {
         if (typeof value === "bigint") {
           if (check && meta) numberBounds(this, value, meta, path, "int");
-          return Number.isSafeInteger(Number(value)) ? Number(value) : value;
+          if (Number.isSafeInteger(Number(value))) return Number(value);
+          this.big = true;
+          return value;
         }
         if (typeof value !== "number" || !Number.isInteger(value))
           return this.refuse(`Expected \`int\`, got \`${kind(value)}\``, path);
@@ -447,6 +498,7 @@ class Walker {
       case "float": {
         if (typeof value === "bigint") {
           if (check && meta) numberBounds(this, Number(value), meta, path, "float");
+          this.big = true;
           return value;
         }
         if (typeof value !== "number") return this.refuse(`Expected \`float\`, got \`${kind(value)}\``, path);
@@ -507,6 +559,12 @@ const FLOAT_TEXT = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$/;
 const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** Whether ``text`` is valid Unicode (no lone surrogate): String.prototype.isWellFormed where
+ * the runtime has it (Node 20), the regular expression elsewhere. */
+const isWellFormed: (text: string) => boolean =
+  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === "function"
+    ? (text) => (text as unknown as { isWellFormed(): boolean }).isWellFormed()
+    : (text) => !LONE_SURROGATE.test(text);
 
 const patterns = new Map<string, RegExp>();
 function pattern(text: string): RegExp {
@@ -703,6 +761,7 @@ function checkDecimal(value: unknown, w: Walker, path: string, meta: Limits | un
       }
     }
   }
+  if (typeof value === "bigint") w.big = true;
   return typeof value === "string" ? value : typeof value === "bigint" ? value : (value as number);
 }
 
@@ -1148,7 +1207,7 @@ function uniqueKey(spec: TaskSpec, args: { [key: string]: Wire }): string {
 
 /** What `enqueue` takes: a pg.Pool, or a pg.Client or pg.PoolClient (the caller's transaction). */
 export interface Queryable {
-  query(text: string, values?: unknown[]): Promise<QueryResult>;
+  query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResult>;
 }
 
 /** The options of one call: `delay` in milliseconds, or `runAt`; `priority` and `queue`
@@ -1184,10 +1243,10 @@ export class Task<A> {
 
   /** The JSON the worker reads for these arguments; InvalidArgsError (and no SQL) if they are not the task's. */
   encode(args: A): string {
-    return json(this.wire(args));
+    return this.payload(args).text;
   }
 
-  private wire(args: A): { [key: string]: Wire } {
+  private wire(args: A): { value: { [key: string]: Wire }; big: boolean } {
     const spec = this.spec;
     if (!isPlainObject(args)) throw new TypeError(`task '${spec.name}': arguments must be an object, got ${kind(args)}`);
     const given = args as Record<string, unknown>;
@@ -1211,12 +1270,13 @@ export class Task<A> {
       if (e instanceof DepthExceeded) throw new ArgsTooDeepError(spec.name, MAX_JSON_DEPTH);
       throw e;
     }
-    return out;
+    return { value: out, big: walker.big };
   }
 
   private payload(args: A): { text: string; wire: { [key: string]: Wire } } {
-    const wire = this.wire(args);
-    const text = json(wire);
+    const { value: wire, big } = this.wire(args);
+    // the native writer unless a bigint needs every digit written
+    const text = big ? json(wire) : JSON.stringify(wire);
     const size = Buffer.byteLength(text, "utf8");
     if (size > settings.maxArgsBytes) throw new ArgsTooLargeError(this.name, size, settings.maxArgsBytes);
     return { text, wire };
@@ -1323,8 +1383,11 @@ export class Task<A> {
 }
 
 async function run(db: Queryable, stmt: Statement, values: Record<string, unknown>): Promise<QueryResult> {
-  return db.query(
-    stmt.text,
-    stmt.params.map((name) => (values[name] === undefined ? null : values[name])),
-  );
+  // a named statement: pg prepares it once per connection (as asyncpg does for Python), so
+  // PostgreSQL plans it once rather than at every call
+  return db.query({
+    name: `akadze_${stmt.name}_${stmt.hash}`,
+    text: stmt.text,
+    values: stmt.params.map((name) => (values[name] === undefined ? null : values[name])),
+  });
 }
