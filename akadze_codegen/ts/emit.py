@@ -145,7 +145,8 @@ def _sql() -> str:
         "// akadze's enqueue statements (akadze/db/sql), as akadze.db.sql renders them for a driver.\n",
         "\n",
         "/** A statement and the names of its parameters, in the order of $1, $2, ... */\n",
-        "export interface Statement {\n  name: string;\n  hash: string;\n  text: string;\n  params: readonly string[];\n}\n",
+        "export interface Statement {\n  name: string;\n  hash: string;\n",
+        "  text: string;\n  params: readonly string[];\n}\n",
         "\n",
         "export const STATEMENTS = {\n",
     ]
