@@ -115,9 +115,8 @@ def main() -> None:
     results: dict[str, list[float]] = json.loads(node.stdout)
     results |= asyncio.run(_python_client(url, options.jobs, options.batch, options.repeat))
     median = {name: statistics.median(values) for name, values in results.items()}
-    print(
-        f"jobs one by one: {options.jobs}, in batches of {options.batch}: {options.jobs * 4}; repeats: {options.repeat}"
-    )
+    batches = f"in batches of {options.batch}: {options.jobs * 4}"
+    print(f"jobs one by one: {options.jobs}, {batches}; repeats: {options.repeat}")
     print(f"{'step':<24}{'median jobs/s':>14}  {'min-max':>20}")
     for name, values in results.items():
         print(f"{name:<24}{median[name]:>14,.0f}  {min(values):>9,.0f}-{max(values):<10,.0f}")
