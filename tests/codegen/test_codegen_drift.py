@@ -19,6 +19,7 @@ from akadze.codec.drift import ArgsRefusedError, ArgsSchemaMismatch, DriftLog, c
 from akadze.errors import ConfigError
 from akadze.task import TaskOptions
 from akadze.testing import drain
+from tests.codegen.apps.producers.orders import Postcode
 from tests.support import fetch
 
 
@@ -351,17 +352,6 @@ async def test_the_worker_side_enqueue_refuses_unknown_arguments_whatever_the_po
     assert await fetch(database_url, "SELECT id FROM akadze_jobs") == []
 
 
-class Zip(BaseModel):
-    code: str
-
-    @pydantic.field_validator("code")
-    @classmethod
-    def dutch(cls, value: str) -> str:
-        if not value.endswith("NL"):
-            raise ValueError("not a Dutch postcode")
-        return value
-
-
 async def test_arguments_a_validator_refuses_at_run_fail_at_once_naming_the_field(
     app: Any, database_url: str
 ) -> None:
@@ -370,7 +360,7 @@ async def test_arguments_a_validator_refuses_at_run_fail_at_once_naming_the_fiel
     runs: list[str] = []
 
     @app.task("mail.post", max_attempts=5)
-    async def post(to: Zip) -> None:
+    async def post(to: Postcode) -> None:
         runs.append(to.code)
 
     client_task: RemoteTask[dict[str, Any]] = RemoteTask(
