@@ -57,7 +57,7 @@ HOSTILE: dict[str, tuple[str, str, int, tuple[str, ...]]] = {
         "fault.strict",
         json.dumps({"key": "hostile-wrong-shape", "n": {"v": CANARY}}),
         2,
-        ("invalid arguments for task 'fault.strict'", "n"),
+        ("ArgsRefusedError", "task 'fault.strict'", "n"),
     ),
     "unknown-task": (
         "hostile.nobody",

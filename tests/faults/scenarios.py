@@ -862,6 +862,9 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
         e for e in poisoned.get("poison-strict-2", {}).get("errors", []) if e["type"] != "akadze.WorkerLost"
     ]
     fig.require(len(own) == 1, "a job of another argument schema fails at its first decode")
+    for key in ("poison-strict-0", "poison-strict-1"):
+        own = [e for e in poisoned.get(key, {}).get("errors", []) if e["type"] != "akadze.WorkerLost"]
+        fig.require(len(own) == 1, f"{key}, refused by its own schema, fails at its first decode")
     fig.require(extra.get("normal succeeded") == f"{normal}/{normal}", "every normal job succeeded")
     fig.require(bool(extra.get("SystemExit left its worker serving")), "SystemExit does not end the worker")
     exits = sum(poisoned.get(f"poison-exit-{i}", {}).get("claims", 0) for i in range(2))
@@ -871,8 +874,9 @@ async def poison(env: Env, *, normal: int = 200, lost_after: float = 2.0) -> che
 
 #: the words each raising poison job's own errors must contain
 POISON_ERRORS = {
-    "poison-strict-0": ("invalid arguments for task 'fault.strict'", "n:"),
-    "poison-strict-1": ("invalid arguments for task 'fault.strict'", "unexpected"),
+    # their own schema refuses them: no retry can help, so they fail at their first decode
+    "poison-strict-0": ("ArgsRefusedError", "task 'fault.strict'", "n:"),
+    "poison-strict-1": ("ArgsRefusedError", "task 'fault.strict'", "unexpected"),
     "poison-strict-2": ("ArgsSchemaMismatch", "f00df00df00df00d"),
     "poison-unknown": ("fault.gone",),
     "poison-system-exit": ("SystemExit",),
