@@ -169,7 +169,7 @@ class ResultNotJson(AkadzeError, TypeError):
 
 class UnrunnableArgsError(AkadzeError, ValueError, init=False):
     """A job's stored arguments do not decode, and no retry can change that: the job fails at
-    once, with one attempt spent (akadze.drift decides which subclass)."""
+    once, with one attempt spent (akadze.codec.drift decides which subclass)."""
 
 
 class ArgsRefusedError(UnrunnableArgsError):

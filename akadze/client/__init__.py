@@ -270,7 +270,7 @@ class RemoteTask(Enqueuer, Generic[A, R]):
             TimeoutError: it did not finish within ``timeout``.
             msgspec.ValidationError: the result is not of the type this client was generated with.
         """
-        from akadze.results import finished_result
+        from akadze.codec.results import finished_result
 
         job = await wait_for(job_or_id.id if isinstance(job_or_id, Job) else job_or_id, timeout=timeout)
         result = finished_result(job)

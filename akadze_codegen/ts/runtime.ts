@@ -120,7 +120,7 @@ export function configure(options: { maxArgsBytes?: number; validate?: boolean }
   if (options.validate !== undefined) settings.validate = options.validate;
 }
 
-/** Arguments and results nest at most this many levels (akadze.stored.MAX_JSON_DEPTH). */
+/** Arguments and results nest at most this many levels (akadze.codec.stored.MAX_JSON_DEPTH). */
 export const MAX_JSON_DEPTH = 100;
 
 // -- the walk: check a value and build the JSON the worker reads --------------------------------
