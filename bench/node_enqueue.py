@@ -1,5 +1,7 @@
 """The TypeScript client's enqueue (issue 31): Node, one by one and in batches, beside a raw ``pg``
-insert of the same rows, and the Python client's figures in the same run.
+insert of the same rows (prepared, and waking workers as bench/adapters/adapter_raw.py's raw
+peer does: a pg_notify per job, a NOTIFY per batch), and the Python client's figures in the same
+run.
 
     flock /tmp/akadze-bench.lock .venv/bin/python -m bench.node_enqueue [--dsn DSN] [--jobs N] [--repeat R]
 

@@ -216,7 +216,7 @@ class Walker {
           if (value < 0 || (value & ~all) !== 0) return this.refuse("Invalid enum value", path);
           return value;
         }
-        if (!values.some((v) => v === value)) {
+        if (!values.includes(value as string | number)) {
           const expected = typeof values[0] === "number" || isInt ? "int" : "str";
           if (typeof value !== (expected === "int" ? "number" : "string"))
             return this.refuse(`Expected \`${expected}\`, got \`${kind(value)}\``, path);
@@ -597,10 +597,22 @@ function isPlainObject(value: unknown): boolean {
 
 /** Whether ``value`` (a container at ``depth``) nests containers deeper than MAX_JSON_DEPTH. */
 function tooDeep(value: unknown, depth: number): boolean {
-  if (!isContainer(value)) return false;
+  if (value === null || typeof value !== "object") return false;
+  if (Array.isArray(value)) {
+    if (depth > MAX_JSON_DEPTH) return true;
+    for (let i = 0; i < value.length; i++) if (tooDeep(value[i], depth + 1)) return true;
+    return false;
+  }
+  if (value instanceof Map || value instanceof Set) {
+    if (depth > MAX_JSON_DEPTH) return true;
+    for (const item of value.values()) if (tooDeep(item, depth + 1)) return true;
+    return false;
+  }
+  if (!isPlainObject(value)) return false;
   if (depth > MAX_JSON_DEPTH) return true;
-  const items = value instanceof Map ? [...value.values()] : Array.isArray(value) || value instanceof Set ? [...(value as Iterable<unknown>)] : Object.values(value as object);
-  return items.some((item) => tooDeep(item, depth + 1));
+  const record = value as Record<string, unknown>;
+  for (const key in record) if (tooDeep(record[key], depth + 1)) return true;
+  return false;
 }
 
 function isContainer(value: unknown): boolean {
@@ -1239,7 +1251,13 @@ export class Task<A> {
     this.name = spec.name;
     this.queue = spec.queue;
     this.argsFp = spec.argsFp;
+    this.names = new Set(spec.params.map((p) => p.name));
+    this.required = spec.params.filter((p) => p.required).map((p) => p.name);
   }
+
+  /** the parameters' names, and the required ones */
+  private readonly names: Set<string>;
+  private readonly required: string[];
 
   /** The JSON the worker reads for these arguments; InvalidArgsError (and no SQL) if they are not the task's. */
   encode(args: A): string {
@@ -1250,11 +1268,18 @@ export class Task<A> {
     const spec = this.spec;
     if (!isPlainObject(args)) throw new TypeError(`task '${spec.name}': arguments must be an object, got ${kind(args)}`);
     const given = args as Record<string, unknown>;
-    const names = new Set(spec.params.map((p) => p.name));
-    const unknown = Object.keys(given).filter((k) => !names.has(k) && given[k] !== undefined).sort();
-    if (unknown.length) throw new TypeError(`task '${spec.name}': unexpected argument(s) ${unknown.map((k) => `'${k}'`).join(", ")}`);
-    const missing = spec.params.filter((p) => p.required && given[p.name] === undefined).map((p) => `'${p.name}'`);
-    if (missing.length) throw new TypeError(`task '${spec.name}': missing required argument(s) ${missing.join(", ")}`);
+    for (const key in given) {
+      if (!this.names.has(key) && given[key] !== undefined) {
+        const unknown = Object.keys(given).filter((k) => !this.names.has(k) && given[k] !== undefined).sort();
+        throw new TypeError(`task '${spec.name}': unexpected argument(s) ${unknown.map((k) => `'${k}'`).join(", ")}`);
+      }
+    }
+    for (const p of this.required) {
+      if (given[p] === undefined) {
+        const missing = this.required.filter((name) => given[name] === undefined).map((name) => `'${name}'`);
+        throw new TypeError(`task '${spec.name}': missing required argument(s) ${missing.join(", ")}`);
+      }
+    }
     // as the Python client does: the nesting limit first (the worker cannot read such a row)
     if (tooDeep(given, 1)) throw new ArgsTooDeepError(spec.name, MAX_JSON_DEPTH);
     const walker = new Walker(this.types, settings.validate);
@@ -1277,8 +1302,11 @@ export class Task<A> {
     const { value: wire, big } = this.wire(args);
     // the native writer unless a bigint needs every digit written
     const text = big ? json(wire) : JSON.stringify(wire);
-    const size = Buffer.byteLength(text, "utf8");
-    if (size > settings.maxArgsBytes) throw new ArgsTooLargeError(this.name, size, settings.maxArgsBytes);
+    // a UTF-16 unit takes at most 3 bytes in UTF-8: most payloads need no count
+    if (text.length * 3 > settings.maxArgsBytes) {
+      const size = Buffer.byteLength(text, "utf8");
+      if (size > settings.maxArgsBytes) throw new ArgsTooLargeError(this.name, size, settings.maxArgsBytes);
+    }
     return { text, wire };
   }
 

@@ -14,13 +14,16 @@ const REPEAT = Number(repeatText);
 
 const args = (i) => ({ to: { user_id: i, email: `user${i}@example.com`, name: null }, template: "welcome" });
 const task = mail.mailSend;
-// the row akadze writes, inserted the plainest way pg allows
+// the row akadze writes, inserted the plainest way pg allows, waking workers as the raw peer of
+// bench/adapters/adapter_raw.py does (a queue's producer must): one job with its pg_notify in
+// one statement; a batch as one INSERT ... SELECT, then one NOTIFY
 const RAW_ONE =
-  "INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts) " +
-  "VALUES ($1, $2, $3, CAST($4 AS jsonb), $5, $6) RETURNING id";
+  "WITH job AS (INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts) " +
+  "VALUES ($1, $2, $3, CAST($4 AS jsonb), $5, $6) RETURNING id) " +
+  "SELECT job.id, pg_notify('akadze_jobs', $2) FROM job";
 const RAW_MANY =
   "INSERT INTO akadze_jobs (task, queue, priority, args, args_fp, max_attempts) " +
-  "SELECT $1, $2, $3, a.args, $5, $6 FROM jsonb_array_elements(CAST($4 AS jsonb)) AS a(args) RETURNING id";
+  "SELECT $1, $2, $3, a.args, $5, $6 FROM jsonb_array_elements(CAST($4 AS jsonb)) AS a(args)";
 const fixed = () => [task.name, task.queue, 0, null, task.argsFp, 5];
 
 const steps = {
@@ -32,7 +35,7 @@ const steps = {
     for (let i = 0; i < JOBS; i++) {
       const values = fixed();
       values[3] = JSON.stringify(args(i));
-      await pool.query(RAW_ONE, values);
+      await pool.query({ name: "raw_one", text: RAW_ONE, values });
     }
     return JOBS;
   },
@@ -50,7 +53,8 @@ const steps = {
       for (let i = 0; i < BATCH; i++) items.push(args(b + i));
       const values = fixed();
       values[3] = JSON.stringify(items);
-      await pool.query(RAW_MANY, values);
+      await pool.query({ name: "raw_many", text: RAW_MANY, values });
+      await pool.query("NOTIFY akadze_jobs, 'mail'");
     }
     return JOBS * 4;
   },
