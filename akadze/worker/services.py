@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from akadze.worker import Worker
@@ -33,7 +33,7 @@ def start_service(service: Service, worker: Worker) -> asyncio.Task[None]:
     return start_task(service(worker), name)
 
 
-def start_task(coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+def start_task(coro: Awaitable[None], name: str) -> asyncio.Task[None]:
     """Run ``coro`` as the task ``akadze-<name>`` on the running loop (the listener): an
     exception it lets out is logged and ends that task alone, as a service's does."""
     return asyncio.get_running_loop().create_task(_guard(coro, name), name=f"akadze-{name}")
