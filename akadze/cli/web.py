@@ -1,16 +1,46 @@
-"""``akadze web APP``: serve the dashboard (the web extra) with uvicorn until Ctrl-C."""
+"""``akadze web APP``: serve the dashboard (the web extra) with uvicorn until Ctrl-C.
+
+Before it says where it serves, it checks what would make every page fail: the database
+(reachable, and migrated to this akadze's schema) and the address (the host resolves and the
+port is free to bind). Each failure is one line and exit 2, as every command says a bad
+configuration. The socket it bound is the one uvicorn serves on.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
+import socket
 from collections.abc import Iterator
 from typing import Annotated
 
 import typer
 
 from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
+from akadze.logs import LogFormat
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to HOST:PORT, or exit 2 with one line saying why it cannot be."""
+    where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        fail(2, f"error: cannot listen on {where}: the host does not resolve ({exc})")
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        reason = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        fail(2, f"error: cannot listen on {where}: {reason}")
+    sock.set_inheritable(True)
+    return sock
 
 
 @handled
@@ -24,20 +54,37 @@ def web(
     hide_args: Annotated[
         bool, typer.Option("--hide-args", help="Never show a job's arguments or result.")
     ] = False,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            envvar="AKADZE_LOG_FORMAT",
+            case_sensitive=False,
+            help="text, or json: one JSON object per line (ts, level, logger, message).",
+        ),
+    ] = LogFormat.TEXT,
     app_option: AppOption = None,
 ) -> None:
-    """Serve the dashboard of APP (jobs, queues, schedules, workers) at http://HOST:PORT/.
+    """Serve the dashboard of APP (jobs, trends, queues, schedules, workers) at http://HOST:PORT/.
 
     It has no login of its own: bind it to localhost (the default), or mount
-    akadze.web.create_app(app, auth=...) in your own service (docs/dashboard.md)."""
+    akadze.web.create_app(app, auth=...) in your own service (docs/dashboard.md). Each action
+    is logged (akadze.web); requests are not."""
+    from akadze.logs import configure
+
+    try:
+        configure(log_level, log_format)
+    except ValueError:
+        fail(2, f"error: --log-level {log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+    application = app_for(app_path, app_option, "web")
     from akadze.web import create_app
 
-    application = app_for(app_path, app_option, "web")
     dashboard = create_app(application, read_only=read_only, show_args=not hide_args)
     try:
         import uvicorn
     except ImportError:
         fail(2, "error: `akadze web` needs the web extra: pip install 'akadze[web]'")
+    from akadze.db.status import check_schema
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -54,11 +101,18 @@ def web(
                     loop.remove_signal_handler(sig)
 
     async def serve() -> None:
-        server = Server(uvicorn.Config(dashboard, host=host, port=port, log_level="info"))
         try:
-            await server.serve()
+            # the database first: unreachable, missing or unmigrated is one line and exit 2
+            await check_schema(application.engine)
+            sock = listening_socket(host, port)
+            config = uvicorn.Config(dashboard, log_config=None, log_level=log_level.lower(), access_log=False)
+            shown = host if ":" not in host else f"[{host}]"
+            typer.echo(f"akadze dashboard on http://{shown}:{port}/ (Ctrl-C to stop)")
+            try:
+                await Server(config).serve(sockets=[sock])
+            finally:
+                sock.close()
         finally:
             await application.dispose()
 
-    typer.echo(f"akadze dashboard on http://{host}:{port}/ (Ctrl-C to stop)")
     run(serve())

@@ -1,7 +1,7 @@
-"""Rows of the read-only operator queries: queue stats, queue activity, live workers,
-schedule runs and job summaries, as typed values (the dashboard reads them; `queues list` and
-`workers list` can too), and the composed job listing. Built from the rows that Queries
-fetches; no IO here.
+"""Rows of the read-only operator queries: queue stats, queue activity, live workers and
+schedule runs, as typed values (the dashboard reads them; `queues list` and `workers list` can
+too). Built from the rows that Queries fetches; no IO here. The job listing and search are
+composed in db/listing.py, the trends in db/trends.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import Select, and_, or_, select
 
-from akadze.db.tables import jobs
 from akadze.job import JobState
 
 
@@ -119,65 +117,3 @@ class ScheduleRun(msgspec.Struct, frozen=True):
     def of(cls, row: Mapping[str, Any]) -> ScheduleRun:
         state = row["state"]
         return cls(row["schedule"], row["fire_at"], row["job_id"], JobState(state) if state else None)
-
-
-class JobFilter(msgspec.Struct, frozen=True):
-    """Which jobs a listing (or a bulk action) takes: any of ``states`` (all when empty), and
-    the task and queue when given."""
-
-    states: tuple[JobState, ...] = ()
-    task: str | None = None
-    queue: str | None = None
-
-
-class JobSummary(msgspec.Struct, frozen=True):
-    """A job as a listing shows it: never its arguments, result or errors (they can be large)."""
-
-    id: int
-    task: str
-    queue: str
-    state: JobState
-    priority: int
-    attempt: int
-    max_attempts: int
-    run_at: datetime
-    cancel_requested: bool
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> JobSummary:
-        return cls(
-            **{name: row[name] for name in cls.__struct_fields__ if name != "state"},
-            state=JobState(row["state"]),
-        )
-
-
-def job_summaries_query(where: JobFilter, *, before: int | None, limit: int) -> Select[Any]:
-    """Newest first, after the id ``before`` (keyset: a page costs the same at any depth).
-    Ordered by id alone, so each filter walks one index in its order and stops after a page:
-    the primary key, or for failed and cancelled rows akadze_jobs_state_id_idx, _task_id_idx or
-    _queue_id_idx (partial on those two states, so that only the jobs that end so write them:
-    migration 0009)."""
-    columns = [jobs.c[name] for name in JobSummary.__struct_fields__]
-    query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)
-    others = [state.value for state in where.states if state is not JobState.QUEUED]
-    if JobState.QUEUED in where.states:
-        # the queued jobs are in two partial indexes, the claimable and the parked ones
-        # (migration 0012): spelled as both, the planner reads the two (a BitmapOr)
-        queued = and_(
-            jobs.c.state == JobState.QUEUED.value, or_(jobs.c.parked.is_(None), jobs.c.parked.isnot(None))
-        )
-        query = query.where(or_(queued, jobs.c.state.in_(others)) if others else queued)
-    elif len(others) == 1:
-        query = query.where(jobs.c.state == others[0])
-    elif others:
-        query = query.where(jobs.c.state.in_(others))
-    if where.task is not None:
-        query = query.where(jobs.c.task == where.task)
-    if where.queue is not None:
-        query = query.where(jobs.c.queue == where.queue)
-    if before is not None:
-        query = query.where(jobs.c.id < before)
-    return query

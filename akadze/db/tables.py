@@ -186,3 +186,12 @@ queue_pauses = Table(
     Column("queue", Text, primary_key=True),
     Column("paused_at", TIMESTAMP(timezone=True), nullable=False),
 )
+
+# the key that signs the dashboard's CSRF tokens (db/migrations/0012_web_secret.sql)
+web_secret = Table(
+    "akadze_web_secret",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+)

@@ -1,8 +1,14 @@
-"""The dashboard's actions (POST): each checks the mode and the CSRF token before it reads its
-form, acts through the library's own functions (akadze.control, app.pause_queue, run_now), and
-redirects to a page that says what changed, or answers 409 saying why nothing did.
+"""The dashboard's single actions (POST): each checks the mode and the CSRF token before it reads
+its form, acts through the library's own functions (akadze.control, app.pause_queue, run_now),
+and redirects to a page that says what changed, or answers 409 saying why nothing did.
 
-The log lines name the action, the job id or queue and the count: never an argument or result.
+The log lines (logger ``akadze.web``) name the action, the job id or the queue, and what changed:
+never an argument or result.
+
+A queue named ``.`` or ``..`` cannot travel as a path segment: browsers resolve it (a form
+posting to ``/queues/../resume`` goes to ``/resume``). The queues page posts those to
+``/queues/pause`` and ``/queues/resume`` with the name in the form's ``queue`` field, which
+works for every name.
 """
 
 from __future__ import annotations
@@ -14,22 +20,13 @@ from urllib.parse import parse_qsl
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from akadze.control import request_cancel, requeue as requeue_job
 from akadze.db.queries import Queries
 from akadze.errors import AkadzeError
-from akadze.web.pages import (
-    BULK_LIMIT,
-    MAX_JOB_ID,
-    BadRequest,
-    bad_request,
-    bulk_filter,
-    job_filter,
-    positive_int,
-    settings,
-)
-from akadze.web.render import query, render, segment
+from akadze.web.pages import BadRequest, bad_request, job_id_of, reading, redirect, settings
+from akadze.web.render import render, segment
 from akadze.web.security import CSRF_FIELD, csrf_refusal
 
 if TYPE_CHECKING:
@@ -39,6 +36,8 @@ logger = logging.getLogger("akadze.web")
 
 #: a form is a few fields; anything larger is not ours
 MAX_FORM_BYTES = 16 * 1024
+#: names a browser resolves as a path segment (queues so named post their name in the form)
+DOT_SEGMENTS = (".", "..")
 
 
 class Refused(Exception):
@@ -47,9 +46,10 @@ class Refused(Exception):
         self.status = status
 
 
-async def _checked_form(request: Request) -> dict[str, str]:
+async def checked_form(request: Request) -> dict[str, str]:
     """The form's fields, once the mode, the size and the CSRF token allow the action."""
-    if settings(request).read_only:
+    s = settings(request)
+    if s.read_only or s.keys is None:
         raise Refused(403, "this dashboard is read-only: it changes nothing")
     body = b""
     async for chunk in request.stream():
@@ -60,25 +60,24 @@ async def _checked_form(request: Request) -> dict[str, str]:
         form = dict(parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=20))
     except (UnicodeDecodeError, ValueError):
         raise Refused(400, "the form cannot be read") from None
-    refusal = csrf_refusal(request, form.get(CSRF_FIELD))
+    refusal = csrf_refusal(request, form.get(CSRF_FIELD), s.keys.key)
     if refusal is not None:
         raise Refused(403, refusal)
     return form
 
 
-def _refused(request: Request, exc: Refused) -> Response:
+def refused(request: Request, exc: Refused) -> Response:
     logger.warning("dashboard refused %s %s: %s", request.method, request.url.path, exc)
     return render(request, "message.html", status_code=exc.status, title="Refused", message=str(exc))
 
 
-def _redirect(request: Request, path: str) -> Response:
-    return RedirectResponse(request.scope.get("root_path", "") + path, status_code=303)
-
-
-async def _not_applied(request: Request, job_id: int, what: str) -> Response:
-    async with settings(request).app.engine.connect() as conn:
-        job = await Queries.get_job(conn, job_id) if job_id <= MAX_JOB_ID else None
-    state = f"job {job_id} is {job.state.value}" if job is not None else f"there is no job {job_id}"
+async def _not_applied(request: Request, job_id: int | None, raw: str, what: str) -> Response:
+    job = None
+    if job_id is not None:
+        async with reading(request) as conn:
+            job = await Queries.get_job(conn, job_id)
+    shown = raw if len(raw) <= 40 else raw[:40] + "…"
+    state = f"job {job_id} is {job.state.value}" if job is not None else f"there is no job {shown}"
     return render(
         request, "message.html", status_code=409, title="Nothing changed", message=f"{what}; {state}"
     )
@@ -94,13 +93,14 @@ async def _job_action(
     """The one way a job's action runs: the form checks, ``act`` in one transaction, the log
     line, then the job's page, or 409 saying why nothing changed (``not_applied`` and the job's
     state; with ``refusable``, the library's own refusal, an AkadzeError, by its message)."""
-    job_id: int = request.path_params["job_id"]
+    raw: str = request.path_params["job_id"]
     try:
-        await _checked_form(request)
+        await checked_form(request)
     except Refused as exc:
-        return _refused(request, exc)
-    if job_id > MAX_JOB_ID:
-        return await _not_applied(request, job_id, not_applied)
+        return refused(request, exc)
+    job_id = job_id_of(raw)
+    if job_id is None:
+        return await _not_applied(request, None, raw, not_applied)
     app = settings(request).app
     try:
         async with app.engine.begin() as conn:
@@ -112,8 +112,8 @@ async def _job_action(
         return render(request, "message.html", status_code=409, title="Nothing changed", message=str(exc))
     logger.info("dashboard: %s job_id=%d changed=%s", action, job_id, changed)
     if not changed:
-        return await _not_applied(request, job_id, not_applied)
-    return _redirect(request, f"/jobs/{job_id}?done={action}")
+        return await _not_applied(request, job_id, raw, not_applied)
+    return redirect(request, f"/jobs/{job_id}?done={action}")
 
 
 async def cancel(request: Request) -> Response:
@@ -146,54 +146,19 @@ async def resume(request: Request) -> Response:
 
 
 async def _pause_or_resume(request: Request, *, pause: bool) -> Response:
-    name: str = request.path_params["name"]
     try:
-        await _checked_form(request)
+        form = await checked_form(request)
     except Refused as exc:
-        return _refused(request, exc)
+        return refused(request, exc)
+    # /queues/{name}/pause, or /queues/pause with the name in the form (DOT_SEGMENTS)
+    name: str | None = request.path_params.get("name", form.get("queue"))
+    if name is None:
+        return bad_request(request, BadRequest("the form names no queue"))
     app = settings(request).app
     try:
         changed = await (app.pause_queue(name) if pause else app.resume_queue(name))
     except AkadzeError as exc:
         return bad_request(request, BadRequest(str(exc)))
-    logger.info("dashboard: %s queue changed=%s", "pause" if pause else "resume", changed)
+    logger.info("dashboard: %s queue=%r changed=%s", "pause" if pause else "resume", name, changed)
     done = ("paused" if changed else "already-paused") if pause else ("resumed" if changed else "not-paused")
-    return _redirect(request, f"/queues?done={done}#queue-{segment(name)}")
-
-
-async def bulk(request: Request) -> Response:
-    """Cancels or requeues what the confirmed filter selects: at most the confirmed count and
-    BULK_LIMIT, and no job newer than the confirmation saw (max_id), in one transaction."""
-    try:
-        form = await _checked_form(request)
-        action = form.get("action", "")
-        eligible = bulk_filter(job_filter(form), action)
-        max_id = positive_int(form.get("max_id"), "max_id")
-        count = positive_int(form.get("count"), "count")
-    except Refused as exc:
-        return _refused(request, exc)
-    except BadRequest as exc:
-        return bad_request(request, exc)
-    app = settings(request).app
-    changed = selected = 0
-    if eligible is not None and max_id is not None and count is not None:
-        async with app.engine.begin() as conn:
-            found = await Queries.job_summaries(
-                conn, eligible, before=max_id + 1, limit=min(count, BULK_LIMIT)
-            )
-            selected = len(found)
-            for summary in found:
-                try:
-                    # a savepoint each: a job the library refuses (AkadzeError) is skipped alone
-                    async with conn.begin_nested():
-                        if action == "cancel":
-                            changed += await request_cancel(conn, summary.id, app=app)
-                        else:
-                            changed += await requeue_job(conn, summary.id, app=app) is not None
-                except AkadzeError:
-                    continue
-    logger.info("dashboard: bulk %s selected=%d changed=%d", action, selected, changed)
-    back = query(
-        state=form.get("state"), task=form.get("task"), queue=form.get("queue"), done=f"bulk-{action}"
-    )
-    return _redirect(request, f"/jobs{back}&n={changed}&of={selected}")
+    return redirect(request, f"/queues?done={done}#queue-{segment(name)}")

@@ -1,53 +1,61 @@
 """The dashboard's pages (GET): read the database, render a template. Nothing here changes
-anything; actions.py holds the POSTs."""
+anything; actions.py and bulk.py hold the POSTs, listing.py the jobs listing and search,
+trends.py the trends.
+
+Every read goes through ``reading(request)``: the one place that picks the connection the
+dashboard reads on.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from akadze.db.queries import Queries
-from akadze.db.stats import JobFilter, ScheduleRun
-from akadze.errors import ConfigError
-from akadze.job import JobState, check_name
+from akadze.db.stats import ScheduleRun
+from akadze.job import Job, JobState
 from akadze.schedule import next_fire_after
-from akadze.web.render import render
+from akadze.web.render import TZ_COOKIE, render, zone
+from akadze.web.security import cookie_path
 from akadze.web.timeline import job_json, timeline
 
 if TYPE_CHECKING:
     from akadze.web.application import Settings
 
-#: jobs on one page of the listing
-PAGE_SIZE = 50
 #: the overview's throughput: jobs finished per minute over this many minutes
 ACTIVITY_MINUTES = 5
-#: a bulk action takes at most this many jobs (the newest); run it again for the rest
-BULK_LIMIT = 1000
 #: fire times shown per schedule, ahead and behind
 SCHEDULE_TIMES = 3
 SCHEDULE_RUNS = 5
 #: ids are PostgreSQL bigints: a larger one names no job
 MAX_JOB_ID = 2**63 - 1
-#: what each bulk action may change: cancel takes active jobs, requeue failed ones
-BULK_STATES: Mapping[str, tuple[JobState, ...]] = {
-    "cancel": (JobState.QUEUED, JobState.RUNNING),
-    "requeue": (JobState.FAILED,),
-}
 #: what the page says after an action (?done=...); anything else in ?done is ignored
 NOTICES: Mapping[str, str] = {
-    "cancel": "Cancel requested: a queued job is cancelled now, a running one when its run ends.",
     "requeue": "The job is queued again.",
     "run-now": "The job is ready now.",
     "paused": "Queue paused: workers take no new job from it; running jobs finish.",
     "already-paused": "The queue was already paused.",
     "resumed": "Queue resumed: workers take jobs from it again.",
     "not-paused": "The queue was not paused.",
-    "bulk-cancel": "Cancel requested for {n} of {of} selected jobs.",
+    "bulk-cancel": (
+        "Cancel requested for {n} of {of} selected jobs: the queued ones are cancelled now; each "
+        "running one is asked to stop, and ends succeeded if its run returns normally, cancelled "
+        "if it raises."
+    ),
     "bulk-requeue": "Requeued {n} of {of} selected jobs.",
+    "bulk-delete": "Deleted {n} of {of} selected jobs.",
+}
+#: what the page adds for the jobs a bulk action skipped, by reason (?held=, ?gone=)
+SKIPPED: Mapping[str, str] = {
+    "held": "{k} not requeued: another job holds its unique key; requeue once that job has finished.",
+    "gone": "{k} had left the state the action applies to since the count was shown.",
 }
 
 
@@ -60,48 +68,64 @@ def settings(request: Request) -> Settings:
     return found
 
 
-def notice(request: Request) -> str | None:
-    text = NOTICES.get(request.query_params.get("done", ""))
+@contextlib.asynccontextmanager
+async def reading(request: Request) -> AsyncIterator[AsyncConnection]:
+    """A connection to read what a page shows (the one place that chooses it)."""
+    async with settings(request).app.engine.connect() as conn:
+        yield conn
+
+
+def notice(request: Request, job: Job | None = None) -> str | None:
+    """What the page says after an action, from ``?done=`` (and the job, after a cancel)."""
+    done = request.query_params.get("done", "")
+    if done == "cancel" and job is not None:
+        return cancel_notice(job)
+    text = NOTICES.get(done)
     if text is None:
         return None
-    counts = {key: _count(request.query_params.get(key)) for key in ("n", "of")}
-    return text.format(**counts)
+    counts = {key: count(request.query_params.get(key)) for key in ("n", "of")}
+    said = [text.format(**counts)]
+    for reason, line in SKIPPED.items():
+        skipped = count(request.query_params.get(reason))
+        if skipped:
+            said.append(line.format(k=skipped))
+    return " ".join(said)
 
 
-def _count(value: str | None) -> int:
+def cancel_notice(job: Job) -> str:
+    """What a cancel did, and what will happen (docs/outcomes.md, Cancel)."""
+    if job.state is JobState.CANCELLED:
+        return "The job is cancelled: it will not run."
+    if job.state is JobState.RUNNING:
+        return (
+            "Cancel requested. The job is running: its task is asked to stop "
+            "(current().cancel_requested). If its run returns normally the job ends succeeded; "
+            "if it raises, it ends cancelled."
+        )
+    if job.state is JobState.QUEUED:
+        return "Cancel requested: the job ends cancelled when a worker takes it."
+    return f"Cancel requested; the job has ended {job.state.value}."
+
+
+def count(value: str | None) -> int:
     return int(value) if value is not None and value.isdigit() and len(value) < 10 else 0
 
 
-def job_filter(params: Mapping[str, str]) -> JobFilter:
-    """The listing's filter from ``state``, ``task`` and ``queue`` (empty means any)."""
-    state = params.get("state") or None
-    if state is not None and state not in JobState.__members__.values():
-        raise BadRequest(f"state must be one of {', '.join(JobState)}")
-    names = {label: params.get(label) or None for label in ("task", "queue")}
-    for label, value in names.items():
-        if value is not None:
-            try:
-                check_name(label, value)
-            except ConfigError as exc:
-                raise BadRequest(str(exc)) from None
-    return JobFilter((JobState(state),) if state else (), names["task"], names["queue"])
-
-
-def bulk_filter(where: JobFilter, action: str) -> JobFilter | None:
-    """The jobs of ``where`` that ``action`` may change; None when it can change none of them
-    (say, requeue with state=succeeded)."""
-    if action not in BULK_STATES:
-        raise BadRequest("action must be cancel or requeue")
-    allowed = BULK_STATES[action]
-    states = tuple(s for s in where.states if s in allowed) if where.states else allowed
-    return JobFilter(states, where.task, where.queue) if states else None
+def job_id_of(raw: str) -> int | None:
+    """A job id from a path or a form: digits naming a bigint, or None (no such job)."""
+    raw = raw.strip().removeprefix("#")
+    # at most 19 digits: a longer string is no bigint, and int() of a few thousand digits raises
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19:
+        return None
+    value = int(raw)
+    return value if 0 < value <= MAX_JOB_ID else None
 
 
 def positive_int(value: str | None, label: str) -> int | None:
     if value in (None, ""):
         return None
     assert value is not None
-    if not value.isdigit() or len(value) > 18 or int(value) < 1:
+    if not value.isascii() or not value.isdigit() or len(value) > 18 or int(value) < 1:
         raise BadRequest(f"{label} must be a positive integer")
     return int(value)
 
@@ -110,89 +134,46 @@ def bad_request(request: Request, exc: BadRequest) -> Response:
     return render(request, "message.html", status_code=400, title="Bad request", message=str(exc))
 
 
+def no_such_job(request: Request, raw: str) -> Response:
+    shown = raw if len(raw) <= 40 else raw[:40] + "…"
+    return render(request, "message.html", status_code=404, title="No such job", message=f"no job {shown}")
+
+
+def redirect(request: Request, path: str) -> Response:
+    """303 to ``path`` under the mount prefix."""
+    return RedirectResponse(request.scope.get("root_path", "") + path, status_code=303)
+
+
 async def overview(request: Request) -> Response:
     s = settings(request)
-    async with s.app.engine.connect() as conn:
+    async with reading(request) as conn:
         stats = await Queries.queue_stats(conn, s.app.queues())
         activity = await Queries.queue_activity(conn, ACTIVITY_MINUTES)
         workers = await Queries.live_workers(conn, max_ids=0)
-    template = "live.html" if request.query_params.get("fragment") == "live" else "overview.html"
     return render(
-        request,
-        template,
-        stats=stats,
-        activity=activity,
-        minutes=ACTIVITY_MINUTES,
-        workers=workers,
-        now=datetime.now(UTC),
+        request, "overview.html", stats=stats, activity=activity, minutes=ACTIVITY_MINUTES, workers=workers
     )
 
 
-async def jobs(request: Request) -> Response:
-    s = settings(request)
-    try:
-        where = job_filter(request.query_params)
-        before = positive_int(request.query_params.get("before"), "before")
-    except BadRequest as exc:
-        return bad_request(request, exc)
-    async with s.app.engine.connect() as conn:
-        found = await Queries.job_summaries(conn, where, before=before, limit=PAGE_SIZE + 1)
-    page, more = found[:PAGE_SIZE], len(found) > PAGE_SIZE
-    return render(
-        request,
-        "jobs.html",
-        jobs=page,
-        older=page[-1].id if more else None,
-        paged=before is not None,
-        state=where.states[0].value if where.states else "",
-        task=where.task or "",
-        queue=where.queue or "",
-        states=list(JobState),
-        tasks=sorted(s.app.tasks),
-        queues=s.app.queues(),
-        notice=notice(request),
-    )
-
-
-async def bulk(request: Request) -> Response:
-    """The confirmation of a bulk action: how many jobs it takes, and the form that does it."""
-    s = settings(request)
-    try:
-        where = job_filter(request.query_params)
-        action = request.query_params.get("action", "")
-        eligible = bulk_filter(where, action)
-    except BadRequest as exc:
-        return bad_request(request, exc)
-    found = []
-    if eligible is not None:
-        async with s.app.engine.connect() as conn:
-            found = await Queries.job_summaries(conn, eligible, limit=BULK_LIMIT + 1)
-    return render(
-        request,
-        "bulk.html",
-        action=action,
-        count=min(len(found), BULK_LIMIT),
-        more=len(found) > BULK_LIMIT,
-        limit=BULK_LIMIT,
-        max_id=found[0].id if found else 0,
-        states=", ".join(eligible.states) if eligible else "",
-        state=where.states[0].value if where.states else "",
-        task=where.task or "",
-        queue=where.queue or "",
-    )
+async def find(request: Request) -> Response:
+    """The header's "Job #": the job's page, or 404 saying there is no such job."""
+    raw = request.query_params.get("id", "")
+    job_id = job_id_of(raw)
+    if job_id is None:
+        return no_such_job(request, raw)
+    return redirect(request, f"/jobs/{job_id}")
 
 
 async def job(request: Request) -> Response:
     s = settings(request)
-    job_id = request.path_params["job_id"]
+    raw: str = request.path_params["job_id"]
+    job_id = job_id_of(raw)
     found = None
-    if job_id <= MAX_JOB_ID:
-        async with s.app.engine.connect() as conn:
+    if job_id is not None:
+        async with reading(request) as conn:
             found = await Queries.get_job(conn, job_id)
     if found is None:
-        return render(
-            request, "message.html", status_code=404, title="No such job", message=f"no job {job_id}"
-        )
+        return no_such_job(request, raw)
     asked = request.query_params.get("show") == "args"
     now = datetime.now(UTC)
     return render(
@@ -203,13 +184,14 @@ async def job(request: Request) -> Response:
         waiting=found.state is JobState.QUEUED and found.run_at > now,
         shown=job_json(found) if asked and s.show_args else None,
         asked=asked,
-        notice=notice(request),
+        notice=notice(request, found),
+        now=now,
     )
 
 
 async def queues(request: Request) -> Response:
     s = settings(request)
-    async with s.app.engine.connect() as conn:
+    async with reading(request) as conn:
         stats = await Queries.queue_stats(conn, s.app.queues())
     return render(request, "queues.html", stats=stats, notice=notice(request))
 
@@ -219,7 +201,7 @@ async def schedules(request: Request) -> Response:
     declared = sorted(s.app.schedules.values(), key=lambda schedule: schedule.name)
     runs: dict[str, list[ScheduleRun]] = {schedule.name: [] for schedule in declared}
     if declared:
-        async with s.app.engine.connect() as conn:
+        async with reading(request) as conn:
             for run in await Queries.recent_schedule_runs(conn, list(runs), SCHEDULE_RUNS):
                 runs[run.schedule].append(run)
     now = datetime.now(UTC)
@@ -229,11 +211,51 @@ async def schedules(request: Request) -> Response:
         while len(upcoming) < SCHEDULE_TIMES:
             upcoming.append(next_fire_after(schedule, upcoming[-1]))
         rows.append((schedule, upcoming, runs[schedule.name]))
-    return render(request, "schedules.html", rows=rows)
+    return render(request, "schedules.html", rows=rows, now=now)
 
 
 async def workers(request: Request) -> Response:
-    s = settings(request)
-    async with s.app.engine.connect() as conn:
+    async with reading(request) as conn:
         live = await Queries.live_workers(conn)
     return render(request, "workers.html", workers=live)
+
+
+def _back(request: Request) -> str:
+    """Where to go once the zone is set: ``?back=`` (the zone page's own form) or the page the
+    choice was made on (its Referer), when it is a page of this dashboard; else the overview."""
+    base: str = request.scope.get("root_path", "")
+    back = request.query_params.get("back", "")
+    if not back:
+        came = urlsplit(request.headers.get("referer", ""))
+        if came.netloc == request.headers.get("host") and "/timezone" not in came.path:
+            back = came.path + (f"?{came.query}" if came.query else "")
+    # a path of this dashboard only: never another site (//host, \\host) or another app
+    if not back.startswith(base + "/") or back.startswith("//") or "\\" in back:
+        return base + "/"
+    return back
+
+
+async def timezone(request: Request) -> Response:
+    """Sets the zone times are shown in (``?tz=``, a cookie) and goes back to the page the choice
+    was made on; without a zone, a page to choose one."""
+    from zoneinfo import available_timezones
+
+    back = _back(request)
+    name = request.query_params.get("tz", "")
+    if not name:
+        zones = sorted(available_timezones())
+        return render(request, "timezone.html", zones=zones, back=back)
+    if zone(name) is None:
+        return bad_request(
+            request, BadRequest(f"{name[:64]!r} is not a time zone (say UTC or Europe/Berlin)")
+        )
+    response = RedirectResponse(back, status_code=303)
+    response.set_cookie(
+        TZ_COOKIE,
+        name,
+        path=cookie_path(request),
+        max_age=400 * 86_400,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
+    return response

@@ -40,7 +40,7 @@ async def test_cancel_ends_a_queued_job_and_refuses_a_finished_one(
     done = await client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf})
     assert done.status_code == 303 and done.headers["location"] == f"/jobs/{job.id}?done=cancel"
     assert await state_of(akadze_app, job.id) is JobState.CANCELLED
-    assert "Cancel requested" in (await client.get(done.headers["location"])).text
+    assert "The job is cancelled: it will not run." in (await client.get(done.headers["location"])).text
     again = await client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf})
     assert again.status_code == 409
     assert f"job {job.id} is cancelled" in again.text
@@ -133,7 +133,7 @@ async def test_bulk_requeue_takes_the_failed_jobs_of_the_filter(
 async def test_a_bulk_action_is_bounded(
     akadze_app: Akadze, client: httpx.AsyncClient, database_url: str
 ) -> None:
-    from akadze.web import pages
+    from akadze.web import bulk as pages
 
     await akadze_app.get_task("mail.send").enqueue_many([{"to": str(n)} for n in range(pages.BULK_LIMIT + 5)])
     confirm = await client.get("/jobs/bulk", params={"action": "cancel"})

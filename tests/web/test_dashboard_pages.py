@@ -49,12 +49,14 @@ async def test_the_overview_counts_ready_delayed_running_and_recent_failures(
     await akadze_app.get_task("report.build").enqueue(n=1)
     await drain(akadze_app, queues=["reports"])
     page = (await client.get("/?fragment=live")).text
-    row = re.search(r"<tr>\s*<td><a href=\"/jobs\?queue=mail\">mail</a>.*?</tr>", page, re.S)
+    row = re.search(r"<tr>\s*<td class=\"name\"><a href=\"/jobs\?queue=mail\">mail</a>.*?</tr>", page, re.S)
     assert row is not None, page
     cells = re.findall(r'<td class="num[^"]*">(?:<a [^>]*>)?([^<]*)', row[0])
     # ready, delayed, running, failed (1 h), oldest ready, workers
     assert cells[:4] == ["3", "1", "0", "0"]
-    reports = re.search(r"<tr>\s*<td><a href=\"/jobs\?queue=reports\">reports</a>.*?</tr>", page, re.S)
+    reports = re.search(
+        r"<tr>\s*<td class=\"name\"><a href=\"/jobs\?queue=reports\">reports</a>.*?</tr>", page, re.S
+    )
     assert reports is not None
     assert re.findall(r'<td class="num[^"]*">(?:<a [^>]*>)?([^<]*)', reports[0])[3] == "1"
     assert "1 in 5 min" in reports[0]
@@ -68,7 +70,7 @@ async def test_the_jobs_page_filters_by_state_task_and_queue(
     await drain(akadze_app, queues=["reports"])
 
     def ids(html: str) -> set[int]:
-        return {int(i) for i in re.findall(r'<td class="num"><a href="/jobs/(\d+)">', html)}
+        return {int(i) for i in re.findall(r'<td class="num id"><a href="/jobs/(\d+)">', html)}
 
     assert ids((await client.get("/jobs")).text) == {mail.id, report.id}
     assert ids((await client.get("/jobs", params={"state": "failed"})).text) == {report.id}
@@ -89,7 +91,7 @@ async def test_keyset_pages_walk_every_job_newest_first_without_overlap(
     path: str | None = "/jobs"
     while path is not None:
         page = (await client.get(path)).text
-        seen += [int(i) for i in re.findall(r'<td class="num"><a href="/jobs/(\d+)">', page)]
+        seen += [int(i) for i in re.findall(r'<td class="num id"><a href="/jobs/(\d+)">', page)]
         older = re.search(r'rel="next" href="([^"]+)"', page)
         path = older[1].replace("&amp;", "&") if older else None
     assert seen == sorted((job.id for job in made), reverse=True)
@@ -150,9 +152,10 @@ async def test_the_schedules_page_shows_next_fire_times_and_last_runs(
         f"VALUES ('nightly', '2026-01-02T03:00:00Z', {job.id})",
     )
     page = (await client.get("/schedules")).text
-    nightly = re.search(r"<td>nightly</td>.*?</tr>", page, re.S)
+    nightly = re.search(r"<td class=\"name\">nightly</td>.*?</tr>", page, re.S)
     assert nightly is not None
-    upcoming = re.findall(r"<li>(\d{4}-\d\d-\d\d 03:00:00Z)</li>", nightly[0])
+    ahead = nightly[0].split("</ul>")[0]  # the first list: the next fire times
+    upcoming = re.findall(r"<li><time datetime=\"[^\"]+\">(\d{4}-\d\d-\d\d 03:00:00Z)</time>", ahead)
     assert len(upcoming) == 3
     assert "2026-01-02 03:00:00Z" in nightly[0] and f"/jobs/{job.id}" in nightly[0]
 
@@ -264,4 +267,4 @@ async def test_unusable_filters_and_ids_get_a_clear_answer_not_an_error(client: 
     long = await client.get("/jobs", params={"queue": "q" * 5000})
     assert long.status_code == 400 and "limit" in long.text
     assert (await client.get(f"/jobs/{2**70}")).status_code == 404
-    assert (await client.get("/jobs/bulk", params={"action": "delete"})).status_code == 400
+    assert (await client.get("/jobs/bulk", params={"action": "destroy"})).status_code == 400

@@ -11,6 +11,7 @@ area so that each module reads in one sitting:
 - jobs.py: reading, listing, cancelling, requeueing jobs
 - schedules.py: schedules' fire times and the pruner's batches
 - queues.py: pause, resume and the queue views
+- dashboard.py: the dashboard's CSRF key, and deleting finished jobs
 
 A new statement goes to the class of its area (tests/db/test_sql_files.py reads them all).
 """
@@ -18,6 +19,7 @@ A new statement goes to the class of its area (tests/db/test_sql_files.py reads 
 from __future__ import annotations
 
 from akadze.db.queries.connection import Connection
+from akadze.db.queries.dashboard import DashboardQueries
 from akadze.db.queries.enqueue import EnqueueQueries, NewJobs
 from akadze.db.queries.jobs import JobQueries
 from akadze.db.queries.queues import QueueQueries
@@ -36,6 +38,13 @@ __all__ = [
 
 
 class Queries(
-    EnqueueQueries, RunQueries, WorkerQueries, JobQueries, ScheduleQueries, PruneQueries, QueueQueries
+    EnqueueQueries,
+    RunQueries,
+    WorkerQueries,
+    JobQueries,
+    ScheduleQueries,
+    PruneQueries,
+    QueueQueries,
+    DashboardQueries,
 ):
     """Stateless: one async method per statement (the module docstring lists the areas)."""

@@ -9,9 +9,9 @@ from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.codec.stored import row_to_job
+from akadze.db.listing import Cursor, JobFilter, JobPage, job_page_query
 from akadze.db.queries.connection import Connection, execute, fetch
 from akadze.db.sql import JSON_COLUMNS, statement
-from akadze.db.stats import JobFilter, JobSummary, job_summaries_query
 from akadze.db.tables import jobs
 from akadze.errors import UniqueConflictError
 from akadze.job import Job, JobState
@@ -71,8 +71,17 @@ class JobQueries:
         return [row_to_job(row, json_text=True) for row in result.mappings()]
 
     @staticmethod
-    async def job_summaries(
-        conn: AsyncConnection, where: JobFilter, *, before: int | None = None, limit: int = 50
-    ) -> list[JobSummary]:
-        result = await conn.execute(job_summaries_query(where, before=before, limit=limit))
-        return [JobSummary.of(row) for row in result.mappings()]
+    async def job_page(
+        conn: AsyncConnection,
+        where: JobFilter,
+        *,
+        before: Cursor | None = None,
+        limit: int = 50,
+        scan: int | None = None,
+        max_id: int | None = None,
+    ) -> JobPage:
+        """A page of the jobs ``where`` selects (db/listing.py says in which order and how a
+        text search is bounded by ``scan``)."""
+        query = job_page_query(where, before=before, limit=limit + 1, scan=scan, max_id=max_id)
+        rows = (await conn.execute(query)).mappings().all()
+        return JobPage.of(rows, where, limit=limit, scan=scan)
