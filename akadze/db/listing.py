@@ -12,8 +12,9 @@ Two orders, each on an index with a million finished jobs (tests/web/test_dashbo
   akadze_jobs_failed_idx (failed rows).
 
 Error text and argument values have no index (one would cost every job a write): a search for
-them reads at most ``scan`` jobs of the other filters in the listing's order, and the page says
-how far it looked, so that "Search older" goes on from there. Every user value is a bound
+them reads a window of at most ``scan`` jobs in the listing's order (of the state and time
+range asked; the task and queue are matched in the window with the text), and the page says how
+far it looked, so that "Older" goes on from there. Every user value is a bound
 parameter; the SQL text is fixed here.
 """
 
@@ -31,7 +32,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    cast,
     column,
     false,
     func,
@@ -152,8 +152,13 @@ def _cursor(job: JobSummary, where: JobFilter) -> Cursor:
 _SUMMARY = [jobs.c[name] for name in JobSummary.__struct_fields__]
 
 
-def _filters(where: JobFilter, before: Cursor | None, max_id: int | None) -> list[ColumnElement[bool]]:
-    """The indexable part of the filter, and the keyset's bound."""
+def _filters(
+    where: JobFilter, before: Cursor | None, max_id: int | None, *, window: bool = False
+) -> list[ColumnElement[bool]]:
+    """The filter's clauses on akadze_jobs, and the keyset's bound. For a text search's
+    ``window``, only those an index walk serves in the listing's order (the state, the time
+    range, the bounds): the task and queue are matched in the window with the text, so that a
+    window is always its number of jobs of that walk, however rare the task."""
     clauses: list[ColumnElement[bool]] = []
     states = list(where.states)
     if where.by_finish:
@@ -170,9 +175,9 @@ def _filters(where: JobFilter, before: Cursor | None, max_id: int | None) -> lis
         clauses.append(jobs.c.state == others[0])
     elif others:
         clauses.append(jobs.c.state.in_(others))
-    if where.task is not None:
+    if where.task is not None and not window:
         clauses.append(jobs.c.task == where.task)
-    if where.queue is not None:
+    if where.queue is not None and not window:
         clauses.append(jobs.c.queue == where.queue)
     if where.ids:
         clauses.append(jobs.c.id.in_(list(where.ids)))
@@ -199,10 +204,16 @@ def _order(where: JobFilter, columns: Any = jobs.c) -> list[Any]:
 
 
 def _text_match(where: JobFilter, columns: Any) -> ColumnElement[bool]:
-    """The error text and argument value predicates, over the window's columns."""
+    """The task, queue, error text and argument value predicates, over the window's columns."""
     clauses: list[ColumnElement[bool]] = []
+    if where.task is not None:
+        clauses.append(columns.task == where.task)
+    if where.queue is not None:
+        clauses.append(columns.queue == where.queue)
     if where.error is not None:
-        errors = case((func.jsonb_typeof(columns.errors) == "array", columns.errors), else_=cast("[]", JSONB))
+        errors = case(
+            (func.jsonb_typeof(columns.errors) == "array", columns.errors), else_=func.jsonb_build_array()
+        )
         entry = func.jsonb_array_elements(errors).table_valued(column("value", JSONB)).alias("e")
         said = func.coalesce(entry.c.value["type"].astext, "") + ": "
         said = said + func.coalesce(entry.c.value["message"].astext, "")
@@ -234,12 +245,12 @@ def job_page_query(
     than ``max_id``. With a text search and ``scan``, reads at most ``scan`` jobs of the other
     filters and returns, on every row (and on one row of NULL jobs when none matched), how many
     it read (``scanned``) and the last one's key (``end_id``, ``end_at``)."""
-    clauses = _filters(where, before, max_id)
     if not where.searches_text or scan is None:
+        clauses = _filters(where, before, max_id)
         return select(*_SUMMARY).where(*clauses).order_by(*_order(where)).limit(limit)
     window = (
         select(*_SUMMARY, jobs.c.errors, jobs.c.args)
-        .where(*clauses)
+        .where(*_filters(where, before, max_id, window=True))
         .order_by(*_order(where))
         .limit(scan)
         .cte("scanned")

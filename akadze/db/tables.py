@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     Table,
     Text,
     text,
@@ -194,4 +195,26 @@ web_secret = Table(
     Column("id", Integer, primary_key=True),
     Column("secret", Text, nullable=False),
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+)
+
+# the dashboard's trends (db/migrations/0013_job_trends.sql, akadze/worker/trends.py)
+job_stats = Table(
+    "akadze_job_stats",
+    metadata,
+    Column("minutes", Integer, primary_key=True),
+    Column("at", TIMESTAMP(timezone=True), primary_key=True),
+    Column("queue", Text, primary_key=True),
+    Column("task", Text, primary_key=True),
+    Column("state", Text, primary_key=True),
+    Column("jobs", Integer, nullable=False),
+    Column("run_buckets", ARRAY(SmallInteger), nullable=False),
+    Column("run_counts", ARRAY(Integer), nullable=False),
+)
+
+job_stats_mark = Table(
+    "akadze_job_stats_mark",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("minutes_until", TIMESTAMP(timezone=True), nullable=False),
+    Column("hours_until", TIMESTAMP(timezone=True), nullable=False),
 )

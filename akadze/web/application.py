@@ -19,6 +19,7 @@ import akadze.web.actions as actions
 import akadze.web.bulk as bulk
 import akadze.web.listing as listing
 import akadze.web.pages as pages
+import akadze.web.trends as trends
 from akadze.db.errors import sqlstate
 from akadze.web.security import DashboardMiddleware, Keys
 
@@ -53,6 +54,7 @@ def build(app: Akadze, *, auth: Auth | None, read_only: bool, show_args: bool) -
         Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),
         Route("/jobs/{job_id}/requeue", actions.requeue, methods=["POST"]),
         Route("/jobs/{job_id}/run-now", actions.run_now, methods=["POST"]),
+        Route("/trends", trends.trends, name="trends"),
         Route("/queues", pages.queues, name="queues"),
         Route("/queues/pause", actions.pause, methods=["POST"]),
         Route("/queues/resume", actions.resume, methods=["POST"]),

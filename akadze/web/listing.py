@@ -3,7 +3,7 @@ what it selects (db/listing.py composes the statement), and the links to the nex
 
 A time range (``from``, ``to``) selects finished jobs by when they finished, newest finished
 first; error text (``error``) and an argument value (``arg``, only where the dashboard shows
-arguments) are searched in a bounded window of the other filters' jobs (SEARCH_WINDOW a page),
+arguments) are searched in a bounded window (SEARCH_WINDOW jobs a page),
 and the page says how far it looked.
 """
 
@@ -25,7 +25,7 @@ from akadze.web.render import render, zone_of
 
 #: jobs on one page of the listing
 PAGE_SIZE = 50
-#: a text search (error, argument) reads at most this many jobs of the other filters per page
+#: a text search (error, argument) reads at most this many jobs per page (of its state and time range)
 SEARCH_WINDOW = 5000
 #: the longest error text or argument value searched for
 MAX_SEARCH_TEXT = 500

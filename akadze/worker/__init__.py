@@ -6,7 +6,7 @@ claim cycle claims it (fetcher.py), the executor runs it and decides its outcome
 its next statement and settles what it wrote (completer.py holds the buffer and the writes of
 outcomes alone), and the publisher hands the events to the subscribers (publishing.py). Beside
 it the heartbeat proves the worker alive, the listener wakes it, and the services (rescuer,
-scheduler, pruner, cancel requests) each run their own loop. This module builds them, starts
+scheduler, pruner, trends, cancel requests) each run their own loop. This module builds them, starts
 them, and stops them in order.
 """
 
@@ -42,6 +42,7 @@ from akadze.worker.publishing import Publisher, Timing
 from akadze.worker.rescuer import rescuer_service
 from akadze.worker.scheduler import scheduler_service
 from akadze.worker.services import Service, cancel_services, start_service, start_task
+from akadze.worker.trends import trends_service
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -126,6 +127,7 @@ class Worker:
             rescuer_service,
             scheduler_service(),
             pruner_service(),
+            trends_service(),
             cancel_service,
         ]
 

@@ -1,16 +1,21 @@
 """The dashboard's second step in a real headless Chromium: a phone's width (390 px, photographed
 into docs/dashboard/), long names at 1280 px, finding a job from the header and by search, the
-time zone chosen in the header, jobs ticked for a bulk action, finished jobs deleted by filter,
-pausing the live updates, dark mode and visible focus. Every action is checked in the database.
+trends' charts, the time zone chosen in the header, jobs ticked for a bulk action, finished jobs
+deleted by filter, pausing the live updates, dark mode and visible focus. What the pages show and
+every action are checked in the database.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from akadze.worker.trends import roll_up
 from tests.support import execute, fetch, fetchval
 from tests.web.browser import CHROMIUM, REQUIRED, Tabs, served, shots, tabs
 
@@ -22,7 +27,16 @@ pytestmark = [
     pytest.mark.timeout(240),
 ]
 
-PAGES = ["/", "/jobs", "/jobs?state=failed", "/queues", "/schedules", "/workers", "/jobs/bulk?action=cancel"]
+PAGES = [
+    "/",
+    "/jobs",
+    "/jobs?state=failed",
+    "/trends",
+    "/queues",
+    "/schedules",
+    "/workers",
+    "/jobs/bulk?action=cancel",
+]
 LONG_TASK = "reports.monthly_" + "aggregation_of_every_customer_invoice_" * 3
 LONG_QUEUE = "q-with-a-long-name-" + "x" * 40
 
@@ -211,3 +225,58 @@ async def test_dark_mode_follows_the_system_and_focus_is_visible(
         outline = await light.evaluate("getComputedStyle(document.activeElement).outlineStyle")
         width = await light.evaluate("parseFloat(getComputedStyle(document.activeElement).outlineWidth)")
         assert outline != "none" and width >= 2, (outline, width)
+
+
+async def test_the_trends_chart_what_the_workers_rolled_up(
+    served: dict[str, Any], tabs: Tabs, tmp_path: Path
+) -> None:
+    url, db, app = served["url"], served["db"], served["app"]
+    # the seeded jobs finished a few minutes ago, over three minutes; then a worker's pass
+    await execute(
+        db,
+        "UPDATE akadze_jobs SET started_at = now() - interval '8 minutes', "
+        "finished_at = now() - interval '4 minutes' - make_interval(secs => CAST(id % 180 AS integer)) "
+        "WHERE finished_at IS NOT NULL",
+    )
+    await roll_up(app.engine, settle_s=0)
+    mark = await fetchval(db, "SELECT minutes_until FROM akadze_job_stats_mark")
+    finished = dict(
+        await fetch(db, "SELECT state, count(*) FROM akadze_jobs WHERE finished_at < $1 GROUP BY state", mark)
+    )
+    tab = await tabs.open(timezone_id="Asia/Tokyo")
+    await tab.goto(url + "/trends")
+    assert await tab.locator("figure.chart svg").count() == 3
+    bars = await tab.locator("#chart-throughput rect").count()
+    assert bars >= 1
+    # each bar of a slot says the whole slot: one tooltip per slot
+    tips = set(await tab.locator("#chart-throughput rect title").all_text_contents())
+    shown = {"succeeded": 0, "failed": 0, "cancelled": 0}
+    for tip in tips:
+        for count, state in [part.split(" ") for part in tip.split(": ", 1)[1].split(", ")]:
+            shown[state] += int(count)
+    assert {k: v for k, v in shown.items() if v} == finished, (shown, finished)
+    await tab.screenshot(path=str(shots(tmp_path) / "trends.png"), full_page=True)
+    # the per-task table, one task at a time, each as the database counts it
+    await tab.fill("input[name=task]", "reports.build")
+    await tab.click("button:has-text('Show')")
+    await tab.wait_for_url("**task=reports.build*")
+    reports = await fetchval(
+        db, "SELECT count(*) FROM akadze_jobs WHERE task = 'reports.build' AND finished_at < $1", mark
+    )
+    tips = set(await tab.locator("#chart-throughput rect title").all_text_contents())
+    assert (
+        sum(int(part.split(" ")[0]) for tip in tips for part in tip.split(": ", 1)[1].split(", ")) == reports
+    )
+    # the week, in the zone chosen: slots start on Tokyo's hours
+    await tab.click("a:has-text('Last week')")
+    await tab.wait_for_url("**range=week*")
+    await tab.select_option("#tz-choice", "Asia/Tokyo")
+    await tab.wait_for_url("**range=week*")
+    first = await tab.locator("#trend-table tbody td.time").first.text_content() or ""
+    hour_after_mark = mark.replace(minute=0, second=0, microsecond=0) + timedelta(
+        hours=1 if mark.minute else 0
+    )
+    since = (hour_after_mark - timedelta(days=7)).astimezone(ZoneInfo("Asia/Tokyo"))
+    assert first == since.strftime("%a %H:%M"), (first, since)
+    label = await tab.locator("#chart-throughput svg text.tick").last.text_content() or ""
+    assert re.fullmatch(r"[A-Z][a-z]{2} \d\d:00", label), label

@@ -1,11 +1,14 @@
 """The dashboard's reads stay on indexes with a million finished jobs: every filter of the jobs
 listing, on its first page and deep in the keyset pages, reads one page's worth of rows from an
-index in id order (never a sequential scan, never a sort of every match); the overview's queue
-stats and activity never walk the finished rows."""
+index in id order (never a sequential scan, never a sort of every match); every search (a time
+range by when jobs finished, error text, an argument value, and their combinations with the
+filters) reads an index in its order and, for text, at most its window of jobs; the overview's
+queue stats and activity never walk the finished rows."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from itertools import product
 from typing import Any
 
@@ -13,10 +16,11 @@ import asyncpg
 import pytest
 from sqlalchemy.dialects import postgresql
 
+from akadze.db.listing import ArgMatch, Cursor, JobFilter, job_page_query
 from akadze.db.queries.runs import MANY_QUEUES
 from akadze.db.sql import statement
-from akadze.db.stats import JobFilter, job_summaries_query
 from akadze.job import JobState
+from akadze.web.listing import SEARCH_WINDOW
 from tests.support import plain
 
 FINISHED = 1_000_000
@@ -72,8 +76,11 @@ def _ran(node: dict[str, Any]) -> dict[str, Any]:
 PAGE = 51
 
 
-def _sql(where: JobFilter, before: int | None) -> str:
-    query = job_summaries_query(where, before=before, limit=PAGE)
+def _sql(where: JobFilter, before: int | None, *, at: datetime | None = None) -> str:
+    cursor = Cursor(before, at if where.by_finish else None) if before is not None else None
+    query = job_page_query(
+        where, before=cursor, limit=PAGE, scan=SEARCH_WINDOW if where.searches_text else None
+    )
     return str(query.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
@@ -104,7 +111,9 @@ async def test_the_dashboards_reads_stay_on_indexes_with_a_million_finished_jobs
     """One test, so that the million rows are loaded once (about 30 s)."""
     await _listing_plans(loaded)
     await _listing_work(loaded)
+    await _search_plans_and_work(loaded)
     await _overview_and_claim_plans(loaded)
+    await _trend_rollup_plan(loaded)
 
 
 async def _listing_plans(loaded: str) -> None:
@@ -185,5 +194,100 @@ async def _overview_and_claim_plans(loaded: str) -> None:
             claim = _nodes(_ran((json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]))
             indexes = {n.get("Index Name") for n in claim if n.get("Relation Name") == "akadze_jobs"} - {None}
             assert indexes <= {"akadze_jobs_claim_idx", "akadze_jobs_pkey"}, (mode, indexes)
+    finally:
+        await conn.close()
+
+
+#: time ranges of the searches: the last hour, a day five days back, everything since a month
+_NOW = datetime.now(UTC)
+RANGES = [
+    (None, None),
+    (_NOW - timedelta(hours=1), None),
+    (_NOW - timedelta(days=6), _NOW - timedelta(days=5)),
+    (_NOW - timedelta(days=30), None),
+]
+TEXTS = [(None, None), ("timeout", None), (None, ArgMatch("user_id", "42")), (None, ArgMatch(None, "42"))]
+SEARCHES = [
+    JobFilter(
+        (JobState(state),) if state else (),
+        task,
+        None,
+        finished_from=since,
+        finished_to=until,
+        error=error,
+        arg=arg,
+    )
+    for state, task, (since, until), (error, arg) in product(
+        [None, "failed"], [None, "rare.task"], RANGES, TEXTS
+    )
+    if since or error or arg
+]
+LISTING_INDEXES = {
+    "akadze_jobs_pkey",
+    "akadze_jobs_prune_idx",
+    "akadze_jobs_failed_idx",
+    "akadze_jobs_state_id_idx",
+    "akadze_jobs_task_id_idx",
+    "akadze_jobs_queue_id_idx",
+}
+#: the most shared buffers a search page may read when it fills (a page of matches, or a full
+#: window of a text search): a window is SEARCH_WINDOW rows of the other filters in index order
+MAX_SEARCH_BUFFERS = 3_500
+
+
+async def _search_plans_and_work(loaded: str) -> None:
+    """Every search stays on an index in its order (no sequential scan; a window or a page under
+    a LIMIT, never a sort of every match), and each one that fills reads a bounded number of
+    buffers: counted by EXPLAIN BUFFERS, not timed."""
+    conn = await asyncpg.connect(plain(loaded))
+    try:
+        read: dict[Any, int] = {}
+        deep_at = _NOW - timedelta(days=3)
+        for where, before in product(SEARCHES, [None, 500_000]):
+            sql = _sql(where, before, at=deep_at)
+            nodes = await _explain(conn, sql)
+            kinds = [n["Node Type"] for n in nodes]
+            label = (where, before, kinds)
+            assert not any(
+                n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "akadze_jobs" for n in nodes
+            ), label
+            used = {n.get("Index Name") for n in nodes} - {None}
+            # the primary key, or the indexes of finished rows (0003, 0009, and the pruner's)
+            assert used and used <= LISTING_INDEXES, label
+            limits = [n for n in nodes if n["Node Type"] == "Limit"]
+            assert limits, label
+            if "Sort" in kinds:  # a top-N of a few rows, never of every match
+                assert max(n["Plan Rows"] for n in nodes if n["Node Type"] == "Sort") < 50_000, label
+            raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}")
+            top = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+            rows = await conn.fetch(sql)
+            filled = (
+                rows and rows[0]["scanned"] == SEARCH_WINDOW if where.searches_text else len(rows) == PAGE
+            )
+            if filled:
+                read[(where, before)] = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+        assert len(read) >= len(SEARCHES) // 2, read  # most searches fill a page or a window
+        for key, buffers in read.items():
+            assert buffers < MAX_SEARCH_BUFFERS, (key, buffers)
+        print("search buffers:", sorted(read.values()))
+    finally:
+        await conn.close()
+
+
+async def _trend_rollup_plan(loaded: str) -> None:
+    """The trends' rollup reads its range of finished rows from akadze_jobs_prune_idx (and finds
+    where to start and stop from it in order), never the whole table."""
+    from akadze.db.trends import PER_DOUBLING, TOP_BUCKET
+
+    conn = await asyncpg.connect(plain(loaded))
+    try:
+        args = {"lock_key": 1, "settle_s": 60.0, "chunk_rows": 50_000, "per_doubling": PER_DOUBLING}
+        args["top_bucket"] = TOP_BUCKET
+        rollup = statement("rollup_job_stats_minutes")
+        nodes = await _explain(conn, rollup.pg, *[args[name] for name in rollup.params])
+        on_jobs = [n for n in nodes if n.get("Relation Name") == "akadze_jobs"]
+        assert on_jobs and not any(n["Node Type"] == "Seq Scan" for n in on_jobs), on_jobs
+        used = {n.get("Index Name") for n in nodes} - {None}
+        assert "akadze_jobs_prune_idx" in used, used
     finally:
         await conn.close()

@@ -12,6 +12,7 @@ area so that each module reads in one sitting:
 - schedules.py: schedules' fire times and the pruner's batches
 - queues.py: pause, resume and the queue views
 - dashboard.py: the dashboard's CSRF key, and deleting finished jobs
+- trends.py: the rollup of finished jobs into per-minute and per-hour rows, and their reads
 
 A new statement goes to the class of its area (tests/db/test_sql_files.py reads them all).
 """
@@ -25,6 +26,7 @@ from akadze.db.queries.jobs import JobQueries
 from akadze.db.queries.queues import QueueQueries
 from akadze.db.queries.runs import RunQueries
 from akadze.db.queries.schedules import PruneQueries, ScheduleQueries
+from akadze.db.queries.trends import RollStep, TrendQueries
 from akadze.db.queries.workers import LiveTask, Orphan, WorkerQueries, beat_statements
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "NewJobs",
     "Orphan",
     "Queries",
+    "RollStep",
     "beat_statements",
 ]
 
@@ -46,5 +49,6 @@ class Queries(
     PruneQueries,
     QueueQueries,
     DashboardQueries,
+    TrendQueries,
 ):
     """Stateless: one async method per statement (the module docstring lists the areas)."""

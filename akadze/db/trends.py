@@ -1,0 +1,169 @@
+"""The trends the dashboard draws, as typed values: per slot of time, the jobs that finished per
+final state and their run times' p50 and p95; per task and per queue, the same over a range.
+Built from the rows of job_trend.sql and job_trend_totals.sql; no IO here.
+
+Run times come from a sparse histogram (akadze_job_stats.run_buckets and run_counts, migration
+0013): bucket ``b`` holds the runs of ``2^(b/PER_DOUBLING)`` to ``2^((b+1)/PER_DOUBLING)``
+microseconds. Histograms add bucket by bucket, so a percentile of any range and any set of
+tasks is read from the sum; within a bucket the rank is placed geometrically, so a percentile is
+within one bucket's width (19%) of the true one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
+#: buckets per doubling of the run time (the rollup's SQL takes it as :per_doubling)
+PER_DOUBLING = 4
+#: the last bucket, holding every longer run: 2^(147/4) µs is about 35 hours
+TOP_BUCKET = 147
+#: the final states a trend counts, in the order charts stack them
+STATES = ("succeeded", "failed", "cancelled")
+
+
+def bucket_of(microseconds: float) -> int:
+    """The bucket of a run of ``microseconds`` (as the rollup computes it)."""
+    return min(TOP_BUCKET, math.floor(PER_DOUBLING * math.log2(max(1.0, microseconds))))
+
+
+def percentile(histogram: Mapping[int, int], share: float) -> float | None:
+    """The run time in seconds below which ``share`` (0 to 1) of the runs fall; None without runs."""
+    total = sum(histogram.values())
+    if total <= 0:
+        return None
+    rank = share * total
+    seen = 0
+    for bucket in sorted(histogram):
+        count = histogram[bucket]
+        if count > 0 and seen + count >= rank:
+            low = math.pow(2.0, bucket / PER_DOUBLING)
+            placed = low * math.pow(2.0, (rank - seen) / count / PER_DOUBLING)
+            return placed / 1e6
+        seen += count
+    return math.pow(2.0, (max(histogram) + 1) / PER_DOUBLING) / 1e6
+
+
+class TrendSlot(msgspec.Struct, frozen=True):
+    """One slot of a trend: from ``at`` for the trend's slot length."""
+
+    at: datetime
+    succeeded: int
+    failed: int
+    cancelled: int
+    #: run time percentiles in seconds (succeeded and failed runs); None without runs
+    p50: float | None
+    p95: float | None
+
+    @property
+    def jobs(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+
+class TrendTotal(msgspec.Struct, frozen=True):
+    """A task's or a queue's figures over a trend's range."""
+
+    name: str
+    #: the queue of a task's row (a task may run in several: one row each); None for a queue
+    queue: str | None
+    succeeded: int
+    failed: int
+    cancelled: int
+    p50: float | None
+    p95: float | None
+
+    @property
+    def jobs(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.jobs if self.jobs else 0.0
+
+
+class Trend(msgspec.Struct, frozen=True):
+    """A trend over a range: its slots, and its totals per task and per queue."""
+
+    since: datetime
+    until: datetime
+    slot: timedelta
+    slots: list[TrendSlot]
+
+
+def trend_of(
+    rows: Iterable[Mapping[str, Any]], since: datetime, slot: timedelta, count: int
+) -> list[TrendSlot]:
+    """The ``count`` slots from ``since`` (empty ones too), from job_trend.sql's rows."""
+    jobs: dict[int, dict[str, int]] = {}
+    runs: dict[int, dict[int, int]] = {}
+    for row in rows:
+        at = int(row["slot"])
+        if not 0 <= at < count:
+            continue
+        if row["bucket"] is None:
+            jobs.setdefault(at, {})[row["state"]] = int(row["n"])
+        else:
+            runs.setdefault(at, {})[int(row["bucket"])] = int(row["n"])
+    slots = []
+    for n in range(count):
+        states, histogram = jobs.get(n, {}), runs.get(n, {})
+        slots.append(
+            TrendSlot(
+                at=since + n * slot,
+                succeeded=states.get("succeeded", 0),
+                failed=states.get("failed", 0),
+                cancelled=states.get("cancelled", 0),
+                p50=percentile(histogram, 0.5),
+                p95=percentile(histogram, 0.95),
+            )
+        )
+    return slots
+
+
+def totals_of(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TrendTotal], list[TrendTotal]]:
+    """Per (task, queue) and per queue, from job_trend_totals.sql's rows; the busiest first."""
+    jobs: dict[tuple[str, str], dict[str, int]] = {}
+    runs: dict[tuple[str, str], dict[int, int]] = {}
+    for row in rows:
+        key = (row["task"], row["queue"])
+        if row["bucket"] is None:
+            jobs.setdefault(key, {})[row["state"]] = int(row["n"])
+        else:
+            runs.setdefault(key, {})[int(row["bucket"])] = int(row["n"])
+    tasks = [
+        _total(task, queue, jobs.get((task, queue), {}), runs.get((task, queue), {})) for task, queue in jobs
+    ]
+    queue_jobs: dict[str, dict[str, int]] = {}
+    queue_runs: dict[str, dict[int, int]] = {}
+    for (_, queue), states in jobs.items():
+        summed = queue_jobs.setdefault(queue, {})
+        for state, n in states.items():
+            summed[state] = summed.get(state, 0) + n
+    for (_, queue), histogram in runs.items():
+        summed_runs = queue_runs.setdefault(queue, {})
+        for bucket, n in histogram.items():
+            summed_runs[bucket] = summed_runs.get(bucket, 0) + n
+    queues = [_total(queue, None, states, queue_runs.get(queue, {})) for queue, states in queue_jobs.items()]
+
+    def busiest(total: TrendTotal) -> tuple[int, str]:
+        return (-total.jobs, total.name)
+
+    return sorted(tasks, key=busiest), sorted(queues, key=busiest)
+
+
+def _total(
+    name: str, queue: str | None, states: Mapping[str, int], histogram: Mapping[int, int]
+) -> TrendTotal:
+    return TrendTotal(
+        name=name,
+        queue=queue,
+        succeeded=states.get("succeeded", 0),
+        failed=states.get("failed", 0),
+        cancelled=states.get("cancelled", 0),
+        p50=percentile(histogram, 0.5),
+        p95=percentile(histogram, 0.95),
+    )
