@@ -5,8 +5,10 @@
 The request: ``dsn``, ``slots``, ``task_us`` (CPU each run spends, on the thread's clock;
 0 or absent: a no-op), ``mode`` (``burst``: ``Worker.run(burst=True)``, returning once
 no ready job is left; ``serve``: ``Worker.run()`` with every service, stopped gracefully once
-``expect`` jobs have started) and ``prune`` (null: no pruner; or ``retention_s`` and
-``interval_s``: the app's retention and a pruner pass that often, the first at once). The
+``expect`` jobs have started), ``prune`` (null: no pruner; or ``retention_s`` and
+``interval_s``: the app's retention and a pruner pass that often, the first at once) and
+``trends`` (null or absent: no trends rollup; or ``interval_s`` and ``settle_s``: the rollup
+service with those, its first pass at once). The
 task is a no-op that records ``time.perf_counter()`` (CLOCK_MONOTONIC, one clock for every
 process of the host). Lines on stdout: ``{"event": "ready"}`` once the worker is built, then
 after a ``go`` line on stdin the run, then ``{"event": "result", ...}``.
@@ -57,9 +59,16 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
             enough.set()
 
     worker = Worker(app, slots=int(req["slots"]))
-    worker.services = [s for s in worker.services if getattr(s, "__name__", "") != "pruner"]
+    worker.services = [s for s in worker.services if getattr(s, "__name__", "") not in ("pruner", "trends")]
     if prune:
         worker.services.append(pruner_service(interval_s=prune["interval_s"], first_delay_s=0.0))
+    trends = req.get("trends")
+    if trends:
+        from akadze.worker.trends import trends_service
+
+        worker.services.append(
+            trends_service(interval_s=trends["interval_s"], settle_s=trends["settle_s"], first_delay_s=0.0)
+        )
     emit("ready")
     await asyncio.to_thread(sys.stdin.readline)
     cpu_at_go = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])

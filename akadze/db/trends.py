@@ -85,15 +85,6 @@ class TrendTotal(msgspec.Struct, frozen=True):
         return self.failed / self.jobs if self.jobs else 0.0
 
 
-class Trend(msgspec.Struct, frozen=True):
-    """A trend over a range: its slots, and its totals per task and per queue."""
-
-    since: datetime
-    until: datetime
-    slot: timedelta
-    slots: list[TrendSlot]
-
-
 def trend_of(
     rows: Iterable[Mapping[str, Any]], since: datetime, slot: timedelta, count: int
 ) -> list[TrendSlot]:
