@@ -63,9 +63,22 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
     if prune:
         worker.services.append(pruner_service(interval_s=prune["interval_s"], first_delay_s=0.0))
     trends = req.get("trends")
+    rolling: list[float] = []
     if trends:
+        import akadze.worker.trends as trends_module
         from akadze.worker.trends import trends_service
 
+        roll_up = trends_module.roll_up
+
+        async def timed_roll_up(*args: Any, **kwargs: Any) -> Any:
+            # the service calls the module's roll_up by name: each pass's wall time is recorded
+            started = time.perf_counter()
+            try:
+                return await roll_up(*args, **kwargs)
+            finally:
+                rolling.append(time.perf_counter() - started)
+
+        trends_module.roll_up = timed_roll_up  # type: ignore[assignment]
         worker.services.append(
             trends_service(interval_s=trends["interval_s"], settle_s=trends["settle_s"], first_delay_s=0.0)
         )
@@ -95,6 +108,9 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
         "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         # from the go to the end: not the imports and set-up before it
         "cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu_at_go,
+        # the trends rollup's passes: how many, and their wall time (the server's work, mostly)
+        "rollup_passes": len(rolling),
+        "rollup_s": sum(rolling),
     }
 
 

@@ -7,7 +7,9 @@ minutes rolled up once they end, settle 0), interleaved, the order rotating each
 
 The rollup counts whole minutes, so a drain must last minutes for the rollup to read most of its
 rows while it runs: each trial reports how many of the drained jobs the rollup had counted when
-the worker stopped (``rolled``). Throughput is the jobs started over the span from the first
+the worker stopped (``rolled``), the rollup's passes and their wall time (in the worker: the time
+its statements took, which is the server's work), that time per rolled job, and the machine's CPU
+busy share over the drain. Throughput is the jobs started over the span from the first
 start to the last; ratios are taken within a repeat (bench.scale's Harness).
 """
 
@@ -35,21 +37,26 @@ async def trial(h: Harness, variant: str) -> dict[str, Any]:
     url = await h.fresh()
     trends = {"interval_s": a.interval_s, "settle_s": 0.0} if variant == "trends_on" else None
     req = {"dsn": url, "slots": a.slots, "mode": "serve", "expect": a.jobs, "prune": None, "trends": trends}
-    out = rate_of(await h.workers([req], f"trends-{variant}"))
+    results = await h.workers([req], f"trends-{variant}")
+    out = rate_of(results)
+    out["results"] = results
     conn = await asyncpg.connect(url)
     try:
         out["rolled"] = int(await conn.fetchval(ROLLED_SQL))
     finally:
         await conn.close()
     out["span_s"] = a.jobs / out["rate"]
+    [result] = out.pop("results")
+    out["rollup_passes"], out["rollup_s"] = result["rollup_passes"], result["rollup_s"]
+    out["cpu_busy"] = h.cpu_busy
     return out
 
 
 def table(records: list[dict[str, Any]]) -> str:
     lines = [
         "| variant | jobs/s median (min-max) | ratio to trends_off (per repeat) | drain s "
-        "| jobs rolled up during it |",
-        "|---|---|---|---|---|",
+        "| jobs rolled up during it | rollup passes, s | rollup µs per rolled job | machine CPU busy |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in ("trends_off", "trends_on"):
         mine = [r for r in records if r["variant"] == v]
@@ -66,6 +73,12 @@ def table(records: list[dict[str, Any]]) -> str:
             + ", ".join(f"{r['span_s']:.0f}" for r in mine)
             + " | "
             + ", ".join(f"{r['rolled']:,}" for r in mine)
+            + " | "
+            + ", ".join(f"{r['rollup_passes']}, {r['rollup_s']:.2f}" for r in mine)
+            + " | "
+            + ", ".join(f"{1e6 * r['rollup_s'] / r['rolled']:.2f}" if r["rolled"] else "-" for r in mine)
+            + " | "
+            + ", ".join(f"{r['cpu_busy']:.0%}" for r in mine)
             + " |"
         )
     return "\n".join(lines)

@@ -80,7 +80,7 @@ finished AS (
         ON j.finished_at >= bounds.lo AND j.finished_at < bounds.hi
     WHERE j.state IN ('succeeded', 'failed', 'cancelled')
 ),
-per_bucket AS (
+per_bucket AS MATERIALIZED (
     SELECT f.at, f.queue, f.task, f.state, f.bucket, count(*) AS n
     FROM finished AS f
     GROUP BY f.at, f.queue, f.task, f.state, f.bucket
