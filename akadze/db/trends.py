@@ -48,10 +48,9 @@ def percentile(histogram: Mapping[int, int], share: float) -> float | None:
     return math.pow(2.0, (max(histogram) + 1) / PER_DOUBLING) / 1e6
 
 
-class TrendSlot(msgspec.Struct, frozen=True):
-    """One slot of a trend: from ``at`` for the trend's slot length."""
+class Outcomes(msgspec.Struct, frozen=True, kw_only=True):
+    """How the jobs of a slot, a task or a queue ended, and their run times."""
 
-    at: datetime
     succeeded: int
     failed: int
     cancelled: int
@@ -63,26 +62,32 @@ class TrendSlot(msgspec.Struct, frozen=True):
     def jobs(self) -> int:
         return self.succeeded + self.failed + self.cancelled
 
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.jobs if self.jobs else 0.0
 
-class TrendTotal(msgspec.Struct, frozen=True):
+    @staticmethod
+    def of(states: Mapping[str, int], histogram: Mapping[int, int]) -> dict[str, Any]:
+        """The fields from counts per state and a run-time histogram."""
+        return {
+            **{state: states.get(state, 0) for state in STATES},
+            "p50": percentile(histogram, 0.5),
+            "p95": percentile(histogram, 0.95),
+        }
+
+
+class TrendSlot(Outcomes, frozen=True, kw_only=True):
+    """One slot of a trend: from ``at`` for the trend's slot length."""
+
+    at: datetime
+
+
+class TrendTotal(Outcomes, frozen=True, kw_only=True):
     """A task's or a queue's figures over a trend's range."""
 
     name: str
     #: the queue of a task's row (a task may run in several: one row each); None for a queue
     queue: str | None
-    succeeded: int
-    failed: int
-    cancelled: int
-    p50: float | None
-    p95: float | None
-
-    @property
-    def jobs(self) -> int:
-        return self.succeeded + self.failed + self.cancelled
-
-    @property
-    def failed_share(self) -> float:
-        return self.failed / self.jobs if self.jobs else 0.0
 
 
 def trend_of(
@@ -102,16 +107,7 @@ def trend_of(
     slots = []
     for n in range(count):
         states, histogram = jobs.get(n, {}), runs.get(n, {})
-        slots.append(
-            TrendSlot(
-                at=since + n * slot,
-                succeeded=states.get("succeeded", 0),
-                failed=states.get("failed", 0),
-                cancelled=states.get("cancelled", 0),
-                p50=percentile(histogram, 0.5),
-                p95=percentile(histogram, 0.95),
-            )
-        )
+        slots.append(TrendSlot(at=since + n * slot, **Outcomes.of(states, histogram)))
     return slots
 
 
@@ -149,12 +145,4 @@ def totals_of(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TrendTotal], list
 def _total(
     name: str, queue: str | None, states: Mapping[str, int], histogram: Mapping[int, int]
 ) -> TrendTotal:
-    return TrendTotal(
-        name=name,
-        queue=queue,
-        succeeded=states.get("succeeded", 0),
-        failed=states.get("failed", 0),
-        cancelled=states.get("cancelled", 0),
-        p50=percentile(histogram, 0.5),
-        p95=percentile(histogram, 0.95),
-    )
+    return TrendTotal(name=name, queue=queue, **Outcomes.of(states, histogram))
