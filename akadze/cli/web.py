@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
-from akadze.logs import LogFormat
+from akadze.events.logs import LogFormat
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -70,7 +70,7 @@ def web(
     It has no login of its own: bind it to localhost (the default), or mount
     akadze.web.create_app(app, auth=...) in your own service (docs/dashboard.md). Each action
     is logged (akadze.web); requests are not."""
-    from akadze.logs import configure
+    from akadze.events.logs import configure
 
     try:
         configure(log_level, log_format)

@@ -188,7 +188,7 @@ queue_pauses = Table(
     Column("paused_at", TIMESTAMP(timezone=True), nullable=False),
 )
 
-# the key that signs the dashboard's CSRF tokens (db/migrations/0012_web_secret.sql)
+# the key that signs the dashboard's CSRF tokens (db/migrations/0013_web_secret.sql)
 web_secret = Table(
     "akadze_web_secret",
     metadata,
@@ -197,7 +197,7 @@ web_secret = Table(
     Column("created_at", TIMESTAMP(timezone=True), nullable=False),
 )
 
-# the dashboard's trends (db/migrations/0013_job_trends.sql, akadze/worker/trends.py)
+# the dashboard's trends (db/migrations/0014_job_trends.sql, akadze/worker/trends.py)
 job_stats = Table(
     "akadze_job_stats",
     metadata,

@@ -3,7 +3,7 @@ final state and their run times' p50 and p95; per task and per queue, the same o
 Built from the rows of job_trend.sql and job_trend_totals.sql; no IO here.
 
 Run times come from a sparse histogram (akadze_job_stats.run_buckets and run_counts, migration
-0013): bucket ``b`` holds the runs of ``2^(b/PER_DOUBLING)`` to ``2^((b+1)/PER_DOUBLING)``
+0014): bucket ``b`` holds the runs of ``2^(b/PER_DOUBLING)`` to ``2^((b+1)/PER_DOUBLING)``
 microseconds. Histograms add bucket by bucket, so a percentile of any range and any set of
 tasks is read from the sum; within a bucket the rank is placed geometrically, so a percentile is
 within one bucket's width (19%) of the true one.

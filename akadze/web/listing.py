@@ -18,8 +18,7 @@ from starlette.responses import Response
 from akadze.db.listing import ArgMatch, Cursor, JobFilter, JobPage
 from akadze.db.queries import Queries
 from akadze.errors import ConfigError
-from akadze.job import FINISHED_STATES, JobState
-from akadze.task import check_name
+from akadze.job import FINISHED_STATES, JobState, check_name
 from akadze.web.pages import BadRequest, bad_request, job_id_of, notice, positive_int, reading, settings
 from akadze.web.render import render, zone_of
 

@@ -5,7 +5,7 @@
 - Every response carries ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY`` and
   ``Referrer-Policy: same-origin``, static files and refusals included.
 - CSRF: a signed double submit. The token is a random nonce and its HMAC-SHA256 under a key that
-  lives in the database (``akadze_web_secret``, made by migration 0012), so every process that
+  lives in the database (``akadze_web_secret``, made by migration 0013), so every process that
   serves the dashboard from one database accepts the others' tokens, and a token nobody signed
   (say, one planted as a cookie by a sibling domain) is refused. It travels in a cookie
   (HttpOnly, SameSite=Strict, Secure on HTTPS, on the mount path) and in a hidden

@@ -1,6 +1,6 @@
 """Rolls finished jobs up into the dashboard's trends: once a minute, one worker of the fleet
 counts the jobs that finished since its last pass, per minute, queue, task and final state, with
-a histogram of their run times (akadze_job_stats, migration 0013); completed hours are summed
+a histogram of their run times (akadze_job_stats, migration 0014); completed hours are summed
 into hour rows; rows past their keep are deleted.
 
 It reads akadze_jobs after the fact (the range of akadze_jobs_prune_idx that finished since the

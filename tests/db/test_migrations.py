@@ -33,6 +33,8 @@ RELEASED = {
     (10, "trace_parent"): "8c45905f32eb94ce6ebc66cac880ee7695ea46c3d691a3d30592b82b7be62894",
     (11, "pooler_functions"): "e68fd14132830c07e706b217b0f480ce274393c0fb6e7e9326154f39cc451b5c",
     (12, "parked_jobs"): "69df0efa24d713b40d6e38c3cc71e424e926ef0077941e7a36e7c5d22ca5778e",
+    (13, "web_secret"): "55a8d82401db8ba424d0750d5724a2470893bb40622c388c363398f77d4c58cc",
+    (14, "job_trends"): "c652a2e8ce93f4fcd71ae8521b6665063e3c403847e6cf4edef3cb15585820e0",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

@@ -12,7 +12,7 @@ from akadze.db.sql import statement
 class DashboardQueries:
     @staticmethod
     async def web_secret(conn: Connection) -> str | None:
-        """The key that signs the dashboard's CSRF tokens (migration 0012); None when its row
+        """The key that signs the dashboard's CSRF tokens (migration 0013); None when its row
         is missing (make_web_secret makes it)."""
         rows = await fetch(conn, statement("web_secret"), {})
         return str(rows[0]["secret"]) if rows else None

@@ -1,4 +1,4 @@
--- 0013_job_trends: what the dashboard's trends read (docs/dashboard.md, "Trends"): per minute and
+-- 0014_job_trends: what the dashboard's trends read (docs/dashboard.md, "Trends"): per minute and
 -- per hour, per queue, task and final state, how many jobs finished and a histogram of their run
 -- times. A worker service (akadze/worker/trends.py) writes it from the finished rows of
 -- akadze_jobs once a minute, one worker at a time; the outcome statements write nothing here.

@@ -1,4 +1,4 @@
--- 0012_web_secret: the key that signs the dashboard's CSRF tokens (akadze/web/security.py).
+-- 0013_web_secret: the key that signs the dashboard's CSRF tokens (akadze/web/security.py).
 -- One row, made here from two random UUIDs (gen_random_uuid, built in since PostgreSQL 13, draws
 -- from the server's strong random source: 244 random bits). Kept in the database so that every
 -- process that serves the dashboard of one database signs and checks tokens alike, with nothing
