@@ -64,19 +64,36 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
         worker.services.append(pruner_service(interval_s=prune["interval_s"], first_delay_s=0.0))
     trends = req.get("trends")
     rolling: list[float] = []
+    #: the server CPU (seconds) of the rollup's backend over each pass
+    rolling_cpu: list[float] = []
     if trends:
+        from sqlalchemy import text
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         import akadze.worker.trends as trends_module
         from akadze.worker.trends import trends_service
 
         roll_up = trends_module.roll_up
+        # the rollup runs on a connection of its own, whose server process is known: its CPU
+        # time is read from /proc before and after each pass (the server is on this machine)
+        own = create_async_engine(app.engine.url, pool_size=1, max_overflow=0)
+        async with own.connect() as conn:
+            backend = int((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
 
-        async def timed_roll_up(*args: Any, **kwargs: Any) -> Any:
-            # the service calls the module's roll_up by name: each pass's wall time is recorded
-            started = time.perf_counter()
+        def backend_cpu() -> float:
+            with open(f"/proc/{backend}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        async def timed_roll_up(engine: Any, **kwargs: Any) -> Any:
+            # the service calls the module's roll_up by name: each pass's wall time and its
+            # backend's CPU time are recorded
+            started, cpu = time.perf_counter(), backend_cpu()
             try:
-                return await roll_up(*args, **kwargs)
+                return await roll_up(own, **kwargs)
             finally:
                 rolling.append(time.perf_counter() - started)
+                rolling_cpu.append(backend_cpu() - cpu)
 
         trends_module.roll_up = timed_roll_up  # type: ignore[assignment]
         worker.services.append(
@@ -111,6 +128,7 @@ async def run(req: dict[str, Any]) -> dict[str, Any]:
         # the trends rollup's passes: how many, and their wall time (the server's work, mostly)
         "rollup_passes": len(rolling),
         "rollup_s": sum(rolling),
+        "rollup_cpu_s": sum(rolling_cpu),
     }
 
 
