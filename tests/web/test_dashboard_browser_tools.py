@@ -83,7 +83,7 @@ async def test_long_names_never_split_an_id_or_a_state_at_1280(served: dict[str,
     wide = await tabs.open(viewport={"width": 1280, "height": 800})
     await wide.goto(served["url"] + "/jobs")
     lines = await wide.evaluate(
-        """() => [...document.querySelectorAll('td.id a, td.badges .state, td.time time')]
+        """() => [...document.querySelectorAll("tbody a[href*='/jobs/'], tbody .state, td.time time")]
             .map(e => [e.textContent, e.getClientRects().length])"""
     )
     assert lines and all(count == 1 for _, count in lines), lines
