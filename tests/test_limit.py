@@ -117,15 +117,32 @@ class TestCheckLimit:
 
 
 async def claim(
-    database_url: str, limits: dict[str, Limit], limit: int = 10, worker: str | None = None
+    database_url: str,
+    limits: dict[str, Limit],
+    limit: int = 10,
+    worker: str | None = None,
+    *,
+    recheck_s: float = 0.0,
+    freed: list[int] | None = None,
 ) -> list[Any]:
+    """One limited claim. ``recheck_s`` 0: a full group is looked at again by the next claim
+    (a worker waits its poll interval, unless it ended one of the group's jobs: ``freed``)."""
     import asyncpg
 
     params = limit_params(limits)
     assert params is not None
     conn = await asyncpg.connect(plain(database_url))
     try:
-        return await Queries.claim_limited(conn, ["default"], limit, worker or str(uuid.uuid4()), params)
+        jobs, _ = await Queries.claim_limited(
+            conn,
+            ["default"],
+            limit,
+            worker or str(uuid.uuid4()),
+            params,
+            freed=freed or [],
+            recheck_s=recheck_s,
+        )
+        return jobs
     finally:
         await conn.close()
 
@@ -383,6 +400,9 @@ async def test_the_limited_claim_walks_the_claim_index(database_url: str) -> Non
             "l_conc": params.concurrency,
             "l_rate": params.rate,
             "l_per": params.per_s,
+            "scan": 10,
+            "freed": [],
+            "recheck_s": 1.0,
         }
         plan = "\n".join(
             row[0] for row in await conn.fetch("EXPLAIN " + stmt.pg, *[values[name] for name in stmt.params])
@@ -418,6 +438,9 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
         "l_conc": "integer[]",
         "l_rate": "integer[]",
         "l_per": "double precision[]",
+        "scan": "bigint",
+        "freed": "bigint[]",
+        "recheck_s": "double precision",
     }
     values = {
         "queues": "ARRAY['default']",
@@ -428,6 +451,9 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
         "l_conc": "ARRAY[1]",
         "l_rate": "ARRAY[2]",
         "l_per": "ARRAY[1.0]",
+        "scan": "10",
+        "freed": "ARRAY[1, 2]",
+        "recheck_s": "1.0",
     }
     import asyncpg
 

@@ -35,7 +35,7 @@ from akadze.db.tables import jobs
 #: columns each returns beyond a job's row, with their types
 POOLED: dict[str, tuple[tuple[str, str], ...]] = {
     "claim_completing": (("written", "boolean"), ("notified", "boolean")),
-    "claim_limited": (),
+    "claim_limited": (("more", "boolean"),),
 }
 
 _CAST = re.compile(r"CAST\(:([A-Za-z_]\w*) AS ([^)]+)\)")

@@ -116,6 +116,8 @@ FRAGMENTS = {
     # run) and as the claim returns it
     "claim_set": _claim_set(),
     "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
+    # claim_limited.sql's last row, which says only that it parked jobs: no job's columns
+    "no_job_row": ", ".join(f"NULL AS {name}" for name in ROW_COLUMNS),
     # claim_completing.sql's reply: the claimed jobs' row, and the written jobs' row in the same
     # columns (complete's slim row: the others NULL)
     "claimed_reply": ", ".join(f"claimed.{name}" for name in ROW_COLUMNS),

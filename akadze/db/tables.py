@@ -123,6 +123,15 @@ Index(
         f"({', '.join(repr(s.value) for s in JobState if s is not JobState.RUNNING)})"
     ),
 )
+# a limit group's parked jobs in claim order (db/migrations/0013_limit_parking.sql)
+Index(
+    "akadze_jobs_limit_parked_idx",
+    jobs.c.limit_grp,
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.id,
+    postgresql_where=text("state = 'queued' AND parked = 'limit'"),
+)
 
 workers = Table(
     "akadze_workers",
@@ -179,6 +188,13 @@ limit_groups = Table(
     Column("granted", Integer, nullable=False),
     Column("taken_by", Xid8, nullable=False),
     Column("taken_at", TIMESTAMP(timezone=True), nullable=False),
+    # when a claim should look at the group's parked jobs next (0013_limit_parking.sql)
+    Column("due_at", TIMESTAMP(timezone=True)),
+)
+Index(
+    "akadze_limit_groups_due_idx",
+    limit_groups.c.due_at,
+    postgresql_where=text("due_at IS NOT NULL"),
 )
 
 queue_pauses = Table(

@@ -3,15 +3,14 @@ on_transition hooks."""
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from akadze import hooks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
-from akadze.flow import limit_params
+from akadze.flow import LimitParams, limit_params
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
 
@@ -29,14 +28,63 @@ ClaimCompleting = Callable[
 ]
 
 
-def choose_claim(app: Akadze, queues: Sequence[str]) -> Claim:
-    """The claim a worker of ``app`` runs: claim_limited if some task has a Limit, else claim
-    (claim_completing writing nothing)."""
+#: after a claim that parked jobs, the next claim reads this many entries of each queue's index
+#: beyond its size: a backlog of held jobs met at once is parked this many per claim, and the
+#: claims that follow each other until it is all parked reach the ready jobs behind it sooner
+PARK_BATCH = 1000
+
+
+class LimitedClaim:
+    """The claim of a worker whose tasks have limits (claim_limited.sql), with what it carries
+    from one claim to the next: the limited jobs this worker ended since (their groups are
+    looked at first: a place may be free), and whether the last claim parked jobs (then the
+    next one reads further, and the fetcher claims again at once).
+
+    Args:
+        limits: the worker's tasks' limits, as the statement takes them.
+        recheck_s: how long a full group waits before a claim looks at it again, when no end
+            this worker wrote tells it a place is free (an end written elsewhere: another
+            worker, a rescue, a cancel); the worker's poll interval.
+    """
+
+    def __init__(self, limits: LimitParams, *, recheck_s: float) -> None:
+        self.limits = limits
+        self.recheck_s = recheck_s
+        #: the last claim parked jobs: jobs may be ready behind them
+        self.more = False
+        self._tasks = frozenset(limits.tasks)
+        self._freed: list[int] = []
+
+    def ended(self, jobs: Iterable[tuple[int, str]]) -> None:
+        """These jobs (id, task) were written as ended: a place in their group may be free."""
+        self._freed.extend(job_id for job_id, task in jobs if task in self._tasks)
+
+    async def __call__(self, conn: Any, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
+        """Claim up to ``limit`` jobs of ``queues`` (the signature of every Claim)."""
+        freed = self._freed
+        jobs, self.more = await Queries.claim_limited(
+            conn,
+            queues,
+            limit,
+            worker_id,
+            self.limits,
+            scan=limit + PARK_BATCH if self.more else limit,
+            freed=freed,
+            recheck_s=self.recheck_s,
+        )
+        # only once the claim committed: a failed one leaves them for the next
+        del freed[: len(freed)]
+        return jobs
+
+
+def choose_claim(app: Akadze, queues: Sequence[str], *, recheck_s: float = 1.0) -> Claim:
+    """The claim a worker of ``app`` runs: a :class:`LimitedClaim` if some task has a Limit,
+    else claim (claim_completing writing nothing)."""
     limits = limit_params(
         {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
     )
     if limits is not None:
-        return functools.partial(Queries.claim_limited, limits=limits)
+        return LimitedClaim(limits, recheck_s=recheck_s)
     return Queries.claim
 
 

@@ -29,7 +29,13 @@ from akadze.db.queries import Queries
 from akadze.events import Kind, Need
 from akadze.job import Job, JobState
 from akadze.outcomes import Completed, Completion
-from akadze.worker.claims import ClaimCompleting, choose_claim, choose_claim_completing, claim_with_hooks
+from akadze.worker.claims import (
+    ClaimCompleting,
+    LimitedClaim,
+    choose_claim,
+    choose_claim_completing,
+    claim_with_hooks,
+)
 from akadze.worker.completer import Completer, OutcomeBuffer
 from akadze.worker.connection import HeldConnection
 
@@ -94,7 +100,7 @@ class Fetcher:
         )
         self._app = app
         #: the claim statement: claim (claim_completing.sql) or claim_limited.sql (choose_claim)
-        self.claim = choose_claim(app, self.queues)
+        self.claim = choose_claim(app, self.queues, recheck_s=poll_interval_s)
         #: the same claim writing the waiting outcomes first, or None where claims do not
         self.claim_completing = choose_claim_completing(app, self.queues)
         #: the tasks with a Limit: a written end of one of theirs may free a place in its group
@@ -209,8 +215,8 @@ class Fetcher:
                     delay = min(delay * 2, 5.0)
                     continue
                 delay = 0.1
-                if len(jobs) == free:
-                    self._hint = True
+                if len(jobs) == free or (isinstance(self.claim, LimitedClaim) and self.claim.more):
+                    self._hint = True  # more may be ready (behind the jobs a limited claim parked)
                 self._start(jobs)
                 if jobs or wrote:
                     continue
@@ -312,8 +318,11 @@ class Fetcher:
         tasks = {job.task for job in written}
         if self._limited and not self._limited.isdisjoint(tasks):
             # a place in a limit may be free: a job held back at the last claim (which came
-            # back short, so no claim follows by itself) may be claimable now
+            # back short, so no claim follows by itself) may be claimable now; the next claim
+            # looks at these jobs' groups first
             self._hint = True
+            if isinstance(self.claim, LimitedClaim):
+                self.claim.ended((job.id, job.task) for job in written)
         if len(written) < len(batch):
             applied = {(job.id, job.run) for job in written}
             for ended in batch:

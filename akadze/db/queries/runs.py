@@ -62,17 +62,35 @@ class RunQueries:
 
     @staticmethod
     async def claim_limited(
-        conn: Connection, queues: Sequence[str], limit: int, worker_id: str, limits: LimitParams
-    ) -> list[Job]:
-        """claim, for a worker whose tasks have limits: a job whose limit is full stays queued."""
+        conn: Connection,
+        queues: Sequence[str],
+        limit: int,
+        worker_id: str,
+        limits: LimitParams,
+        *,
+        scan: int | None = None,
+        freed: Sequence[int] = (),
+        recheck_s: float = 1.0,
+    ) -> tuple[list[Job], bool]:
+        """claim, for a worker whose tasks have limits (claim_limited.sql): a job whose limit is
+        full is parked, out of the claim index, and taken again once its group has room. Reads
+        ``scan`` entries of each queue's index (default ``limit``), the parked jobs of the due
+        groups and of those of the jobs ``freed`` (limited jobs this worker ended since its last
+        claim); a full group is looked at again ``recheck_s`` later. Returns the jobs claimed,
+        and whether the claim parked jobs (jobs may be ready behind them: claim again at once)."""
         params = _claim_params(queues, limit, worker_id) | {
             "l_task": limits.tasks,
             "l_key": limits.keys,
             "l_conc": limits.concurrency,
             "l_rate": limits.rate,
             "l_per": limits.per_s,
+            "scan": limit if scan is None else max(scan, limit),
+            "freed": list(freed),
+            "recheck_s": recheck_s,
         }
-        return _jobs(await _claim(conn, statement("claim_limited"), params))
+        rows = await _claim(conn, statement("claim_limited"), params)
+        jobs = [row_to_job(row, json_text=True) for row in rows if row["id"] is not None]
+        return jobs, any(row["more"] for row in rows)
 
     @staticmethod
     async def generic_plans(conn: Connection) -> None:
@@ -135,10 +153,6 @@ async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> S
 def _claim_params(queues: Sequence[str], limit: int, worker_id: str | None) -> dict[str, Any]:
     """What every claim statement takes: the queues, how many jobs at most, and who claims."""
     return {"queues": list(queues), "limit": limit, "worker_id": worker_id}
-
-
-def _jobs(rows: Sequence[Any]) -> list[Job]:
-    return [row_to_job(row, json_text=True) for row in rows]
 
 
 def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed]]:

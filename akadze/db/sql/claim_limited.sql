@@ -1,29 +1,55 @@
 -- claim_limited: the claim of a worker whose tasks have a Limit (a worker without one runs
 -- claim_completing.sql). A limited job counts in its group (task and key value as JSON text),
 -- one row of akadze_limit_groups; the :l_* arrays are the limits, one item per task: name, key
--- argument or null, concurrency, rate, per (s).
--- Per queue, one scan of akadze_jobs_claim_idx in the claim's order takes other tasks' jobs and
--- the limited tasks' jobs whose group looks to have room, and walks past the others, so held
--- jobs never fill the claim and the same claim takes the other ready jobs. The scans lock what
--- they take FOR UPDATE SKIP LOCKED (rows taken and then not claimed are released at commit).
--- Then each group wanted is written once, in group order (two claims wait on each other's
--- groups in one order, for the length of a claim, and cannot deadlock): ON CONFLICT DO UPDATE
--- locks the row's latest version and grants from it. `running` is an upper bound of the group's
--- runs (claims add their grants; ends never write the row): while the grant fits under it,
--- nothing is counted; past it, the runs are counted (akadze_jobs_limit_idx, whose predicate the
--- counts repeat: "running" spelled as the other states excluded) when the row's last
--- writer is in this statement's snapshot, else only what fits under the stored bound is
--- granted. So a place cannot leak: a run that ended, was put back or was rescued is simply not
--- counted. The rate window is the row's start times, read and rewritten under the same lock.
--- Of each group's jobs, the first `granted` in the claim's order are claimed; the others stay
--- queued and spend nothing. A cancelled or expired job ends at claim without counting. A paused queue
--- (akadze_queue_pauses) is skipped by every scan, as in claim_completing.sql.
+-- argument or null, concurrency, rate, per (s). A keyed Limit with neither concurrency nor rate
+-- is a fair share: its keys are served in turn, with no ceiling.
+--
+-- Held jobs leave the claim index (docs/flow-control.md, "Held jobs are parked"). A job of a
+-- group found full is parked (parked = 'limit', its group in limit_grp) by the claim that met
+-- it, so no later claim reads it again; a group with parked jobs has a due_at, and a claim takes
+-- parked jobs of the due groups (and of the groups of :freed, the limited jobs this worker has
+-- ended since its last claim) straight from akadze_jobs_limit_parked_idx, in claim order, up to
+-- the room it finds. So whatever the number of held jobs, a claim reads the ready jobs of its
+-- queues, a few parked ones per group with room, and one probe per due group.
+--
+-- Reading. Per queue, akadze_jobs_claim_idx in claim order, the priorities walked one by one as
+-- claim_completing.sql does (delayed jobs above the ready ones are never read), the first
+-- :scan entries (the claim's size; more right after a claim that parked: the fetcher passes
+-- that). Then the due groups, at most :limit of them, oldest due first (round robin: a group
+-- served is due again behind the others). Every job read is locked FOR UPDATE SKIP LOCKED (rows
+-- read and not written are released at commit); group rows are locked only where they are
+-- written, in group order.
+--
+-- Fair order. A keyed group's first job in the claim index may be taken (its others there are
+-- parked); its parked jobs come from the parked index, a share each (the claim's size divided
+-- among the groups and the unlimited jobs it read). The claim's jobs are the first :limit in
+-- (priority, place in their group, run_at, id) order: within a priority, the first job of every
+-- key before the second of any, the jobs of unlimited tasks counting as one more key.
+--
+-- Granting (as before parking). Each group the claim wants jobs of, parks jobs of or examined is
+-- written once, in group order (two claims wait on each other's groups in one order, for the
+-- length of a claim, and cannot deadlock): ON CONFLICT DO UPDATE locks the row's latest version
+-- and grants from it. `running` is an upper bound of the group's runs (claims add their grants;
+-- ends never write the row): while the grant fits under it nothing is counted; past it the runs
+-- are counted (akadze_jobs_limit_idx, whose predicate the counts repeat: "running" spelled as the
+-- other states excluded) when the row's last writer is in this statement's snapshot, else only
+-- what fits under the stored bound is granted. So a place cannot leak: a run that ended, was put
+-- back or was rescued is simply not counted. The rate window is the row's start times, read and
+-- rewritten under the same lock. Of each group's wanted jobs the first `granted` are claimed; the
+-- others (and the group's jobs that did not fit) are parked, or stay parked, and spend nothing.
+-- The row's due_at: now() while the group has parked jobs and room, the next time a place may
+-- free while it is full (:recheck_s on, or its rate window's oldest start leaving it), NULL once
+-- a claim with room and a snapshot that sees the row's last writer finds no parked job.
+-- A cancelled or expired job ends at claim without counting. A paused queue is skipped by every
+-- read. The last row, when the claim parked jobs, has a NULL id and `more` true: jobs may be
+-- ready behind those, and the fetcher claims again at once.
 WITH snap AS (
     -- this statement's snapshot, read once: a group row written by a claim it does not see
     -- is trusted as it is
     SELECT pg_current_snapshot() AS snapshot
 ),
-limits AS (
+lim AS MATERIALIZED (
+    -- MATERIALIZED: a table of a few rows, so that the reads below stay index walks
     SELECT
         l.task,
         l.key,
@@ -39,127 +65,243 @@ limits AS (
         CAST(:l_per AS double precision[])
     ) AS l(task, key, conc, rate, per_s)
 ),
-lim AS MATERIALIZED (
-    -- a task without a key is one group, whose room is read once per claim. MATERIALIZED: as
-    -- a table of a few rows the scan below stays a walk of the claim index in its order (inlined,
-    -- the planner may hash-join it to a sequential scan of akadze_jobs, then sort)
+scanned AS MATERIALIZED (
+    -- the claim index, per queue, one priority at a time (claim_completing.sql's walk)
+    SELECT p.id, p.priority, p.run_at, p.task, p.args, p.gone
+    FROM unnest(CAST(:queues AS text[])) AS q(name)
+    CROSS JOIN LATERAL (
+        WITH RECURSIVE level AS (
+            (
+                SELECT j.priority
+                FROM akadze_jobs AS j
+                WHERE j.state = 'queued'
+                    AND j.parked IS NULL
+                    AND j.queue = q.name
+                ORDER BY j.priority DESC
+                LIMIT 1
+            )
+            UNION ALL
+            SELECT (
+                SELECT j.priority
+                FROM akadze_jobs AS j
+                WHERE j.state = 'queued'
+                    AND j.parked IS NULL
+                    AND j.queue = q.name
+                    AND j.priority < level.priority
+                ORDER BY j.priority DESC
+                LIMIT 1
+            )
+            FROM level
+            WHERE level.priority IS NOT NULL
+        )
+        SELECT r.id, r.priority, r.run_at, r.task, r.args, r.gone
+        FROM level
+        CROSS JOIN LATERAL (
+            SELECT
+                j.id,
+                j.priority,
+                j.run_at,
+                j.task,
+                j.args,
+                j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
+            FROM akadze_jobs AS j
+            WHERE j.state = 'queued'
+                AND j.parked IS NULL
+                AND j.queue = q.name
+                AND j.priority = level.priority
+                AND j.run_at <= now()
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT CAST(:scan AS bigint)
+            FOR UPDATE SKIP LOCKED
+        ) AS r
+        WHERE NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
+        LIMIT CAST(:scan AS bigint)
+    ) AS p
+),
+from_index AS (
+    -- each job read with its group (NULL: no limit applies, or it ends at claim) and its place
+    -- among the group's jobs read here
     SELECT
-        l.task,
+        g.*,
+        row_number() OVER (PARTITION BY g.grp ORDER BY g.priority DESC, g.run_at, g.id) AS n
+    FROM (
+        SELECT
+            s.id,
+            s.priority,
+            s.run_at,
+            CASE
+                WHEN l.task IS NULL OR s.gone THEN NULL
+                WHEN l.key IS NULL THEN l.whole
+                ELSE CAST(jsonb_build_array(s.task, s.args -> l.key) AS text)
+            END AS grp
+        FROM scanned AS s
+        LEFT JOIN lim AS l ON l.task = s.task
+    ) AS g
+),
+due AS MATERIALIZED (
+    -- the groups whose parked jobs this claim looks at: due ones of this worker's tasks, oldest
+    -- first, and those of the limited jobs this worker ended since its last claim
+    SELECT g.grp, g.taken_by
+    FROM (
+        (
+            SELECT d.grp
+            FROM akadze_limit_groups AS d
+            WHERE d.due_at <= now()
+                AND (CAST(d.grp AS jsonb) ->> 0) IN (SELECT lim.task FROM lim)
+            ORDER BY d.due_at
+            LIMIT CAST(:limit AS bigint)
+        )
+        UNION
+        SELECT f.limit_grp
+        FROM akadze_jobs AS f
+        WHERE f.id = ANY (CAST(:freed AS bigint[])) AND f.limit_grp IS NOT NULL
+    ) AS x
+    -- not locked here: the rows are locked where they are written, in group order
+    JOIN akadze_limit_groups AS g ON g.grp = x.grp
+),
+groups AS MATERIALIZED (
+    -- every group met, with the room it looks to have in this snapshot (NULL: no ceiling)
+    SELECT
+        x.grp,
+        x.examined,
         l.key,
         l.conc,
         l.rate,
         l.per,
-        l.whole,
-        l.key IS NOT NULL OR COALESCE(
-            (
-                SELECT
-                    (l.conc IS NULL OR g.running < l.conc OR l.conc > (
-                        SELECT count(*) FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
-                    ))
-                    AND (l.rate IS NULL OR l.rate > (
-                        SELECT count(*) FROM unnest(g.starts) AS s(at) WHERE s.at > now() - l.per
-                    ))
-                FROM akadze_limit_groups AS g
-                WHERE g.grp = l.whole
-            ),
-            l.conc IS NULL OR l.conc > (
+        least(
+            l.conc - (
                 SELECT count(*)
                 FROM akadze_jobs AS r
-                WHERE r.limit_grp = l.whole AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
+                WHERE l.conc IS NOT NULL
+                    AND r.limit_grp = x.grp
+                    AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
+            ),
+            l.rate - COALESCE(
+                (
+                    SELECT count(*)
+                    FROM akadze_limit_groups AS k, unnest(k.starts) AS s(at)
+                    WHERE l.rate IS NOT NULL AND k.grp = x.grp AND s.at > now() - l.per
+                ),
+                0
             )
         ) AS room
-    FROM limits AS l
+    FROM (
+        SELECT u.grp, bool_or(u.examined) AS examined
+        FROM (
+            SELECT f.grp, false AS examined FROM from_index AS f WHERE f.grp IS NOT NULL
+            UNION ALL
+            SELECT d.grp, true FROM due AS d
+        ) AS u
+        GROUP BY u.grp
+    ) AS x
+    JOIN lim AS l ON l.task = (CAST(x.grp AS jsonb) ->> 0)
 ),
-full_groups AS MATERIALIZED (
-    -- the keyed concurrency groups at their cap, counted once per claim from the running jobs
-    -- of limited tasks (akadze_jobs_limit_idx read whole: its rows are running jobs only), so
-    -- that the scan tests a keyed job with a hash probe, however many it walks past
-    SELECT r.limit_grp AS grp
-    FROM akadze_jobs AS r
-    JOIN lim AS l ON l.task = r.task
-    WHERE r.limit_grp IS NOT NULL
-        AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled')
-        AND l.key IS NOT NULL
-        AND l.conc IS NOT NULL
-    GROUP BY r.limit_grp, l.conc
-    HAVING count(*) >= l.conc
+share AS (
+    -- the claim's size divided among the groups met and the unlimited jobs read
+    SELECT greatest(
+        1,
+        ceil(
+            CAST(:limit AS bigint) / CAST(greatest(
+                1,
+                (SELECT count(*) FROM groups)
+                    + (SELECT count(*) FROM (SELECT 1 FROM from_index AS f WHERE f.grp IS NULL LIMIT 1) AS o)
+            ) AS double precision)
+        )
+    ) AS each
 ),
-seen AS (
-    -- one scan per queue in the claim's order: other tasks' jobs are taken as they come, a
-    -- limited task's job when its group looks to have room (or it ends at claim)
-    SELECT p.id, p.priority, p.run_at, p.grp, p.conc, p.rate, p.per
-    FROM unnest(CAST(:queues AS text[])) AS q(name)
+asked AS MATERIALIZED (
+    -- how many parked jobs the claim reads of each group it examines
+    SELECT
+        g.grp,
+        CAST(greatest(0, least(g.room, (SELECT each FROM share), CAST(:limit AS bigint))) AS bigint) AS ask
+    FROM groups AS g
+    WHERE g.examined
+),
+from_parked AS MATERIALIZED (
+    SELECT a.grp, p.id, p.priority, p.run_at, p.gone
+    FROM asked AS a
     CROSS JOIN LATERAL (
-        SELECT j.id, j.priority, j.run_at, g.grp, l.conc, l.rate, l.per
+        SELECT
+            j.id,
+            j.priority,
+            j.run_at,
+            j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
         FROM akadze_jobs AS j
-        LEFT JOIN lim AS l ON l.task = j.task
-        CROSS JOIN LATERAL (
-            SELECT
-                e.exempt,
-                CASE
-                    WHEN e.exempt THEN NULL
-                    WHEN l.key IS NULL THEN l.whole
-                    ELSE CAST(jsonb_build_array(j.task, j.args -> l.key) AS text)
-                END AS grp
-            FROM (
-                SELECT l.task IS NULL OR j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS exempt
-            ) AS e
-        ) AS g
-        WHERE j.state = 'queued'
-            AND j.parked IS NULL
-            AND j.queue = q.name
-            AND j.run_at <= now()
-            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
-            AND CASE
-                WHEN g.exempt THEN true
-                WHEN NOT l.room THEN false
-                WHEN l.key IS NULL THEN true
-                WHEN g.grp IN (SELECT f.grp FROM full_groups AS f) THEN false
-                WHEN l.rate IS NULL THEN true
-                ELSE COALESCE(
-                    (
-                        SELECT l.rate > (SELECT count(*) FROM unnest(k.starts) AS s(at) WHERE s.at > now() - l.per)
-                        FROM akadze_limit_groups AS k
-                        WHERE k.grp = g.grp
-                    ),
-                    true
-                )
-            END
+        WHERE j.limit_grp = a.grp
+            AND j.state = 'queued'
+            AND j.parked = 'limit'
+            AND j.queue = ANY (CAST(:queues AS text[]))
+            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = j.queue)
         ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT CAST(:limit AS bigint)
-        FOR UPDATE OF j SKIP LOCKED
+        LIMIT a.ask
+        FOR UPDATE SKIP LOCKED
     ) AS p
 ),
+candidates AS (
+    -- the jobs the claim may take: unlimited ones, a keyed group's first in the index, an
+    -- unkeyed group's first `room`, and the parked ones read; each with its place k in its group
+    SELECT
+        c.*,
+        row_number() OVER (PARTITION BY c.grp ORDER BY c.priority DESC, c.run_at, c.id) AS k
+    FROM (
+        SELECT f.id, f.priority, f.run_at, f.grp, false AS parked
+        FROM from_index AS f
+        LEFT JOIN groups AS g ON g.grp = f.grp
+        WHERE f.grp IS NULL
+            OR (CASE WHEN g.key IS NULL THEN f.n <= g.room ELSE f.n = 1 AND (g.room IS NULL OR g.room > 0) END)
+        UNION ALL
+        SELECT p.id, p.priority, p.run_at, CASE WHEN p.gone THEN NULL ELSE p.grp END, true
+        FROM from_parked AS p
+    ) AS c
+),
+fitting AS (
+    SELECT c.*
+    FROM candidates AS c
+    LEFT JOIN groups AS g ON g.grp = c.grp
+    WHERE c.grp IS NULL OR g.room IS NULL OR c.k <= g.room
+),
 ordered AS (
-    -- the claim's first :limit jobs, each with its place in its group (k)
+    -- the claim's first :limit jobs in fair order, each with its place kk among its group's
     SELECT
         f.id,
         f.grp,
-        f.conc,
-        f.rate,
-        f.per,
-        row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS k
+        f.parked,
+        g.conc,
+        row_number() OVER (PARTITION BY f.grp ORDER BY f.priority DESC, f.run_at, f.id) AS kk
     FROM (
-        SELECT s.id, s.grp, s.conc, s.rate, s.per, s.priority, s.run_at
-        FROM seen AS s
-        ORDER BY s.priority DESC, s.run_at, s.id
+        SELECT t.*
+        FROM fitting AS t
+        ORDER BY t.priority DESC, t.k, t.run_at, t.id
         LIMIT CAST(:limit AS bigint)
     ) AS f
+    LEFT JOIN groups AS g ON g.grp = f.grp
+),
+unfit AS (
+    -- jobs read from the index that the claim parks whatever it grants: their group is full, or
+    -- they are a keyed group's later jobs
+    SELECT f.id, f.grp
+    FROM from_index AS f
+    WHERE f.grp IS NOT NULL
+        AND f.id NOT IN (SELECT t.id FROM fitting AS t)
 ),
 wanted AS (
     SELECT
-        o.grp,
-        count(*) AS wanted,
-        min(o.conc) AS conc,
-        min(o.rate) AS rate,
-        min(o.per) AS per,
-        array_agg(o.id ORDER BY o.k) AS ids
-    FROM ordered AS o
-    WHERE o.grp IS NOT NULL
-    GROUP BY o.grp
+        g.grp,
+        count(o.id) AS wanted,
+        g.conc,
+        g.rate,
+        g.per,
+        g.examined,
+        COALESCE(array_agg(o.id ORDER BY o.kk) FILTER (WHERE o.id IS NOT NULL), '{}') AS ids,
+        EXISTS (SELECT 1 FROM unfit AS u WHERE u.grp = g.grp) AS parks,
+        COALESCE((SELECT a.ask FROM asked AS a WHERE a.grp = g.grp), 0) AS ask,
+        (SELECT count(*) FROM from_parked AS p WHERE p.grp = g.grp) AS got
+    FROM groups AS g
+    LEFT JOIN ordered AS o ON o.grp = g.grp
+    GROUP BY g.grp, g.conc, g.rate, g.per, g.examined
 ),
 granted AS (
-    INSERT INTO akadze_limit_groups AS g (grp, running, starts, started, granted, taken_by, taken_at)
+    INSERT INTO akadze_limit_groups AS g (grp, running, starts, started, granted, taken_by, taken_at, due_at)
     SELECT
         n.grp,
         CASE WHEN n.conc IS NULL THEN 0 ELSE n.base + n.grant END,
@@ -167,18 +309,23 @@ granted AS (
         CASE WHEN n.rate IS NULL THEN '{}' ELSE n.ids[1:n.grant] END,
         n.grant,
         pg_current_xact_id(),
-        now()
+        now(),
+        -- a new row: due only when this claim parks jobs of it
+        CASE
+            WHEN NOT (n.parks OR n.grant < n.wanted) THEN NULL
+            WHEN (least(n.conc - n.base - n.grant, n.rate - n.grant) > 0) IS NOT FALSE THEN now()
+            ELSE least(
+                now() + make_interval(secs => CAST(:recheck_s AS double precision)),
+                CASE WHEN n.rate IS NOT NULL AND n.grant >= n.rate THEN now() + n.per END
+            )
+        END
     FROM (
         SELECT
             c.*,
             CAST(greatest(least(c.wanted, c.conc - c.base, c.rate), 0) AS integer) AS grant
         FROM (
             SELECT
-                w.grp,
-                w.wanted,
-                w.conc,
-                w.rate,
-                w.ids,
+                w.*,
                 -- a group new to this snapshot: its runs are counted (0 when it has none); an
                 -- existing one goes to ON CONFLICT, which reads its latest version. A scalar
                 -- probe, not EXISTS, which a generic plan may turn into a hash of the whole table
@@ -193,14 +340,43 @@ granted AS (
     ) AS n
     ORDER BY n.grp
     ON CONFLICT (grp) DO UPDATE
-    SET (running, starts, started, granted, taken_by, taken_at) = (
+    SET (running, starts, started, granted, taken_by, taken_at, due_at) = (
         SELECT
             CASE WHEN v.conc IS NULL THEN 0 ELSE v.base + v.grant END,
             CASE WHEN v.rate IS NULL THEN '{}' ELSE v.kept_starts || array_fill(now(), ARRAY[v.grant]) END,
             CASE WHEN v.rate IS NULL THEN '{}' ELSE v.kept_started || v.ids[1:v.grant] END,
             v.grant,
             pg_current_xact_id(),
-            now()
+            now(),
+            CASE
+                -- parked jobs wait (parked here, left parked, or a full share read: maybe more)
+                WHEN v.parks OR v.grant < v.wanted OR (v.examined AND (v.ask = 0 OR v.got >= v.ask)) THEN
+                    CASE
+                        WHEN v.ask = 0 AND NOT v.parks AND v.grant >= v.wanted
+                            AND g.due_at IS NULL THEN NULL
+                        WHEN (least(v.conc - v.base - v.grant, v.rate - cardinality(v.kept_starts) - v.grant) > 0)
+                            IS NOT FALSE THEN now()
+                        ELSE least(
+                            now() + make_interval(secs => CAST(:recheck_s AS double precision)),
+                            CASE
+                                WHEN v.rate IS NOT NULL AND cardinality(v.kept_starts) + v.grant >= v.rate
+                                THEN COALESCE(v.kept_starts[1], now()) + v.per
+                            END
+                        )
+                    END
+                -- examined with room and fewer parked jobs than asked: none left, if this
+                -- snapshot sees every claim that wrote the row (a parked job locked by another
+                -- claim is still seen here)
+                WHEN v.examined
+                    AND pg_visible_in_snapshot(g.taken_by, (SELECT snapshot FROM snap))
+                    AND NOT EXISTS (
+                        SELECT 1
+                        FROM akadze_jobs AS r
+                        WHERE r.limit_grp = g.grp AND r.state = 'queued' AND r.parked = 'limit'
+                    )
+                THEN NULL
+                ELSE g.due_at
+            END
         FROM (
             SELECT
                 u.*,
@@ -212,7 +388,12 @@ granted AS (
                     w.wanted,
                     w.conc,
                     w.rate,
+                    w.per,
                     w.ids,
+                    w.parks,
+                    w.examined,
+                    w.ask,
+                    w.got,
                     CASE
                         WHEN w.conc IS NULL OR g.running + w.wanted <= w.conc THEN g.running
                         -- the last writer is in this snapshot, and so is every earlier one: count
@@ -240,17 +421,42 @@ granted AS (
         ) AS v
     )
     RETURNING g.grp, g.granted
+),
+claimed AS (
+    UPDATE akadze_jobs AS j
+    SET
+        {claim_set},
+        limit_grp = CASE WHEN o.conc IS NOT NULL THEN o.grp END,
+        parked = NULL
+    FROM ordered AS o
+    LEFT JOIN granted AS t ON t.grp = o.grp
+    WHERE j.id = o.id
+        -- the rows to update named by key as well: the generic plan, which estimates a
+        -- parameterized LIMIT at a tenth of the table, otherwise may hash-join a sequential scan
+        -- of akadze_jobs when the table is small (seen in a CI run with 20,000 rows)
+        AND j.id = ANY (ARRAY(SELECT o2.id FROM ordered AS o2))
+        AND (o.grp IS NULL OR o.kk <= t.granted)
+    {claim_returning}
+),
+parking AS (
+    -- the index's jobs this claim holds back: of a full group, a keyed group's later ones, and
+    -- the wanted ones its grant did not cover; the parked ones not granted stay as they are
+    UPDATE akadze_jobs AS j
+    SET parked = 'limit', limit_grp = h.grp
+    FROM (
+        SELECT u.id, u.grp FROM unfit AS u
+        UNION ALL
+        SELECT o.id, o.grp
+        FROM ordered AS o
+        JOIN granted AS t ON t.grp = o.grp
+        WHERE NOT o.parked AND o.kk > t.granted
+    ) AS h
+    WHERE j.id = h.id
+        AND j.id = ANY (ARRAY(SELECT u2.id FROM unfit AS u2 UNION ALL SELECT o3.id FROM ordered AS o3))
+    RETURNING j.id
 )
-UPDATE akadze_jobs AS j
-SET
-    {claim_set},
-    limit_grp = CASE WHEN o.conc IS NOT NULL THEN o.grp END
-FROM ordered AS o
-LEFT JOIN granted AS t ON t.grp = o.grp
-WHERE j.id = o.id
-    -- the rows to update named by key as well: the generic plan, which estimates a
-    -- parameterized LIMIT at a tenth of the table, otherwise may hash-join a sequential scan
-    -- of akadze_jobs when the table is small (seen in a CI run with 20,000 rows)
-    AND j.id = ANY (ARRAY(SELECT o2.id FROM ordered AS o2))
-    AND (o.grp IS NULL OR o.k <= t.granted)
-{claim_returning}
+SELECT claimed.*, CAST(NULL AS boolean) AS more
+FROM claimed
+UNION ALL
+SELECT {no_job_row}, true
+WHERE EXISTS (SELECT 1 FROM parking)
