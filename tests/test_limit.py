@@ -48,6 +48,7 @@ class TestCheckLimit:
             Limit(rate=10, per=timedelta(seconds=1)),
             Limit(concurrency=2, rate=1, per=timedelta(minutes=1), key="account"),
             Limit(concurrency=1, key="note"),
+            Limit(key="account"),  # a fair share, no ceiling
         ):
             assert check_limit("t", limit, PARAMS) is limit
         assert check_limit("t", None, PARAMS) is None
@@ -55,7 +56,7 @@ class TestCheckLimit:
     @pytest.mark.parametrize(
         ("limit", "words"),
         [
-            (Limit(), ["concurrency=N or rate=N"]),
+            (Limit(), ["concurrency=N", "key= alone", "fair share"]),
             (Limit(concurrency=0), ["concurrency", "1 or more"]),
             (Limit(concurrency=True), ["concurrency", "1 or more"]),
             (Limit(rate=0, per=timedelta(seconds=1)), ["rate", "1 or more"]),
@@ -133,7 +134,7 @@ async def claim(
     assert params is not None
     conn = await asyncpg.connect(plain(database_url))
     try:
-        jobs, _ = await Queries.claim_limited(
+        jobs, _, _ = await Queries.claim_limited(
             conn,
             ["default"],
             limit,

@@ -77,12 +77,17 @@ class Limit:
         rate: at most this many starts in any window of length ``per`` (a sliding window).
         per: the window of ``rate``, a positive timedelta.
         key: an argument's name: the limit then holds per distinct value of that argument
-            (jobs that leave it out share one group).
+            (jobs that leave it out share one group), and the keys are served in a fair order
+            (round robin: the first job of every key before the second of any). ``key`` alone,
+            with neither ``concurrency`` nor ``rate``, is a fair share without a ceiling: a key
+            with a large backlog never keeps another key's jobs waiting behind it.
 
-    A job held back stays queued, holds no slot and spends no attempt. A limit is a ceiling,
-    never a reservation.
+    A job held back stays queued, holds no slot and spends no attempt; it is parked out of the
+    claim index until its group has room, so held jobs never slow the claim of other jobs. A
+    limit is a ceiling, never a reservation.
 
-    Example: ``@app.task("api.call", limit=Limit(concurrency=2, key="account_id"))``.
+    Example: ``@app.task("api.call", limit=Limit(concurrency=2, key="account_id"))``;
+    ``@app.task("import.rows", limit=Limit(key="tenant_id"))`` (fair share only).
     """
 
     concurrency: int | None = None
@@ -171,8 +176,11 @@ def check_limit(task: str, limit: object, params: Mapping[str, Any]) -> Limit | 
         return None
     if not isinstance(limit, Limit):
         raise ConfigError(f"task {task!r}: limit must be akadze.Limit(...), got {type(limit).__qualname__}")
-    if limit.concurrency is None and limit.rate is None:
-        raise ConfigError(f"task {task!r}: Limit needs concurrency=N or rate=N with per=timedelta(...)")
+    if limit.concurrency is None and limit.rate is None and limit.key is None:
+        raise ConfigError(
+            f"task {task!r}: Limit needs concurrency=N, rate=N with per=timedelta(...), "
+            "or key= alone (a fair share between the key's values, without a ceiling)"
+        )
     for label, value in (("concurrency", limit.concurrency), ("rate", limit.rate)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(

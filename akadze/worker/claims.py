@@ -50,8 +50,10 @@ class LimitedClaim:
     def __init__(self, limits: LimitParams, *, recheck_s: float) -> None:
         self.limits = limits
         self.recheck_s = recheck_s
-        #: the last claim parked jobs: jobs may be ready behind them
+        #: the last claim says more jobs may be ready at once: claim again
         self.more = False
+        #: the last claim parked jobs: the next one reads further
+        self._parked = False
         self._tasks = frozenset(limits.tasks)
         self._freed: list[int] = []
 
@@ -62,13 +64,13 @@ class LimitedClaim:
     async def __call__(self, conn: Any, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         """Claim up to ``limit`` jobs of ``queues`` (the signature of every Claim)."""
         freed = self._freed
-        jobs, self.more = await Queries.claim_limited(
+        jobs, self.more, self._parked = await Queries.claim_limited(
             conn,
             queues,
             limit,
             worker_id,
             self.limits,
-            scan=limit + PARK_BATCH if self.more else limit,
+            scan=limit + PARK_BATCH if self._parked else limit,
             freed=freed,
             recheck_s=self.recheck_s,
         )

@@ -71,13 +71,14 @@ class RunQueries:
         scan: int | None = None,
         freed: Sequence[int] = (),
         recheck_s: float = 1.0,
-    ) -> tuple[list[Job], bool]:
+    ) -> tuple[list[Job], bool, bool]:
         """claim, for a worker whose tasks have limits (claim_limited.sql): a job whose limit is
         full is parked, out of the claim index, and taken again once its group has room. Reads
         ``scan`` entries of each queue's index (default ``limit``), the parked jobs of the due
         groups and of those of the jobs ``freed`` (limited jobs this worker ended since its last
         claim); a full group is looked at again ``recheck_s`` later. Returns the jobs claimed,
-        and whether the claim parked jobs (jobs may be ready behind them: claim again at once)."""
+        whether more may be ready at once (claim again), and whether the claim parked jobs (the
+        next claim then reads further: ready jobs may stand behind more held ones)."""
         params = _claim_params(queues, limit, worker_id) | {
             "l_task": limits.tasks,
             "l_key": limits.keys,
@@ -90,7 +91,8 @@ class RunQueries:
         }
         rows = await _claim(conn, statement("claim_limited"), params)
         jobs = [row_to_job(row, json_text=True) for row in rows if row["id"] is not None]
-        return jobs, any(row["more"] for row in rows)
+        more = [row["more"] for row in rows if row["id"] is None]
+        return jobs, bool(more), any(more)
 
     @staticmethod
     async def generic_plans(conn: Connection) -> None:

@@ -41,8 +41,10 @@
 -- free while it is full (:recheck_s on, or its rate window's oldest start leaving it), NULL once
 -- a claim with room and a snapshot that sees the row's last writer finds no parked job.
 -- A cancelled or expired job ends at claim without counting. A paused queue is skipped by every
--- read. The last row, when the claim parked jobs, has a NULL id and `more` true: jobs may be
--- ready behind those, and the fetcher claims again at once.
+-- read. A last row with a NULL id says that more jobs may be ready at once: `more` true when
+-- the claim parked jobs (others may be ready behind them in the index; the next claim reads
+-- further), false when a group gave its whole share of parked jobs (it may have more). The
+-- fetcher then claims again at once.
 WITH snap AS (
     -- this statement's snapshot, read once: a group row written by a claim it does not see
     -- is trusted as it is
@@ -458,5 +460,6 @@ parking AS (
 SELECT claimed.*, CAST(NULL AS boolean) AS more
 FROM claimed
 UNION ALL
-SELECT {no_job_row}, true
+SELECT {no_job_row}, EXISTS (SELECT 1 FROM parking)
 WHERE EXISTS (SELECT 1 FROM parking)
+    OR EXISTS (SELECT 1 FROM wanted AS w WHERE w.examined AND w.ask > 0 AND w.got >= w.ask)

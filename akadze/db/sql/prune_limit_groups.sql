@@ -1,5 +1,5 @@
 -- prune_limit_groups: deletes up to :limit limit group rows last written more than
--- :retention_s seconds ago whose group has no running job (per-key limits leave a row per key
+-- :retention_s seconds ago whose group has no running and no parked job (per-key limits leave a row per key
 -- behind; a group that runs again makes its row anew, counting its runs). Reads the table
 -- whole (no index: a pass a minute), and akadze_jobs_limit_idx per row. Same lock as prune_jobs
 -- (transaction-scoped, try-only) and SKIP LOCKED: a row a claim is writing stays; the DELETE
@@ -14,6 +14,9 @@ doomed AS (
     WHERE g.taken_at < now() - make_interval(secs => CAST(:retention_s AS double precision))
         AND (SELECT pruner.locked FROM pruner)
         AND NOT EXISTS (SELECT 1 FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled'))
+        -- a group with parked jobs keeps its row: its due_at is how claims find them
+        AND g.due_at IS NULL
+        AND NOT EXISTS (SELECT 1 FROM akadze_jobs AS p WHERE p.limit_grp = g.grp AND p.state = 'queued' AND p.parked = 'limit')
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),

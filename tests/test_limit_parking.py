@@ -1,0 +1,275 @@
+"""Held jobs are parked (issue 32): a job a full limit holds back leaves the claim index, so
+however many are held the claim reads only the ready jobs and a few parked ones per group with
+room; a parked job is taken once its group has room, in claim order; keys are served in turn,
+with or without a ceiling (``Limit(key=...)`` alone is a fair share); the limited claim walks
+priorities. Buffers are counted with EXPLAIN (ANALYZE, BUFFERS): they do not depend on the
+machine's load, so the bounds below are not timings."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from akadze import Akadze, Limit
+from akadze.db.queries import Queries
+from akadze.db.sql import statement
+from akadze.flow import limit_params
+from tests.support import execute, fetch, fetchval, module_database, plain
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
+
+async def claim(
+    database_url: str,
+    limits: dict[str, Limit],
+    limit: int = 10,
+    *,
+    scan: int | None = None,
+    freed: list[int] | None = None,
+    recheck_s: float = 0.0,
+) -> tuple[list[Any], bool]:
+    """One limited claim: the jobs, and whether it parked jobs."""
+    import asyncpg
+
+    params = limit_params(limits)
+    assert params is not None
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        jobs, _, parked = await Queries.claim_limited(
+            conn,
+            ["default"],
+            limit,
+            str(uuid.uuid4()),
+            params,
+            scan=scan,
+            freed=freed or [],
+            recheck_s=recheck_s,
+        )
+        return jobs, parked
+    finally:
+        await conn.close()
+
+
+async def park_all(database_url: str, limits: dict[str, Limit], limit: int = 10) -> list[Any]:
+    """Claim as a worker does after a claim that parked: again at once, reading further, until
+    a claim parks nothing. Returns every job claimed on the way."""
+    taken: list[Any] = []
+    more = True
+    while more:
+        jobs, more = await claim(database_url, limits, limit, scan=limit + 1000, recheck_s=60)
+        taken += jobs
+    return taken
+
+
+async def claim_buffers(database_url: str, limits: dict[str, Limit], limit: int = 10) -> int:
+    """Shared buffers a limited claim touches (EXPLAIN ANALYZE, rolled back)."""
+    import asyncpg
+
+    params = limit_params(limits)
+    assert params is not None
+    stmt = statement("claim_limited")
+    values = {
+        "queues": ["default"],
+        "limit": limit,
+        "worker_id": str(uuid.uuid4()),
+        "l_task": params.tasks,
+        "l_key": params.keys,
+        "l_conc": params.concurrency,
+        "l_rate": params.rate,
+        "l_per": params.per_s,
+        "scan": limit,
+        "freed": [],
+        "recheck_s": 60.0,
+    }
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        raw = await conn.fetchval(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + stmt.pg, *[values[name] for name in stmt.params]
+        )
+        await tx.rollback()
+    finally:
+        await conn.close()
+    top = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"])
+
+
+async def test_held_jobs_are_parked_and_leave_the_claim_index(app: Akadze, database_url: str) -> None:
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None: ...
+
+    @app.task("free")
+    async def free(n: int) -> None: ...
+
+    await one.enqueue_many([{"n": n} for n in range(300)])
+    await free.enqueue_many([{"n": n} for n in range(5)])  # behind the held ones
+    limits = {"one": Limit(concurrency=1)}
+    first, more = await claim(database_url, limits, 10)
+    assert [job.task for job in first] == ["one"]
+    assert more  # it parked the nine others it read: jobs may be ready behind them
+    taken = first + await park_all(database_url, limits)
+    assert sorted(job.task for job in taken) == ["free"] * 5 + ["one"]
+    rows = await fetch(
+        database_url,
+        "SELECT parked, limit_grp, count(*) AS n FROM akadze_jobs WHERE state = 'queued' GROUP BY 1, 2",
+    )
+    assert [(r["parked"], r["limit_grp"], r["n"]) for r in rows] == [("limit", '["one", null]', 299)]
+    # held, not touched: no attempt spent, no run counted
+    assert (
+        await fetchval(
+            database_url,
+            "SELECT count(*) FROM akadze_jobs WHERE parked = 'limit' AND (attempt, run) <> (0, 0)",
+        )
+        == 0
+    )
+
+
+async def test_an_idle_claim_reads_a_bounded_number_of_buffers_whatever_the_held_count(
+    app: Akadze, database_url: str
+) -> None:
+    """Before parking, each claim walked past every held job (issue 32: 3,812 buffers for
+    100,000); now the held jobs are not in the index it reads."""
+
+    @app.task("one", limit=Limit(concurrency=1, key="k"))
+    async def one(k: str, n: int) -> None: ...
+
+    limits = {"one": Limit(concurrency=1, key="k")}
+    await one.enqueue_many([{"k": "hot", "n": n} for n in range(3000)])
+    await park_all(database_url, limits)
+    await execute(database_url, "VACUUM ANALYZE akadze_jobs")
+    few = await claim_buffers(database_url, limits)
+    await one.enqueue_many([{"k": "hot", "n": n} for n in range(3000, 30000)])
+    await park_all(database_url, limits)
+    await execute(database_url, "VACUUM ANALYZE akadze_jobs")
+    many = await claim_buffers(database_url, limits)
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE parked = 'limit'") == 29999
+    assert many < 100, (few, many)
+    assert many <= few + 10, (few, many)
+
+
+async def test_a_parked_job_is_taken_once_its_group_has_room_in_claim_order(
+    app: Akadze, database_url: str
+) -> None:
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None: ...
+
+    jobs = await one.enqueue_many([{"n": n} for n in range(4)])
+    limits = {"one": Limit(concurrency=1)}
+    [first] = await park_all(database_url, limits)
+    assert first.id == jobs[0].id
+    # full: the next claims look at the group again only after the recheck...
+    assert (await claim(database_url, limits, recheck_s=60))[0] == []
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {first.id}")
+    assert (await claim(database_url, limits, recheck_s=60))[0] == []
+    # ...or at once when the claiming worker ended one of its jobs
+    [second], _ = await claim(database_url, limits, freed=[first.id], recheck_s=60)
+    assert second.id == jobs[1].id
+    assert second.args == {"n": 1}
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {second.id}")
+    # an end written elsewhere (another worker, a rescue) is found by the recheck
+    await execute(database_url, "UPDATE akadze_limit_groups SET due_at = now()")
+    [third], _ = await claim(database_url, limits, recheck_s=60)
+    assert third.id == jobs[2].id
+
+
+async def test_a_group_with_no_parked_job_left_is_no_longer_due(app: Akadze, database_url: str) -> None:
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None: ...
+
+    await one.enqueue_many([{"n": n} for n in range(2)])
+    limits = {"one": Limit(concurrency=1)}
+    [first] = await park_all(database_url, limits)
+    assert await fetchval(database_url, "SELECT due_at IS NOT NULL FROM akadze_limit_groups")
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {first.id}")
+    [second], _ = await claim(database_url, limits, freed=[first.id])
+    await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {second.id}")
+    assert (await claim(database_url, limits, freed=[second.id]))[0] == []
+    assert await fetchval(database_url, "SELECT due_at FROM akadze_limit_groups") is None
+
+
+@pytest.mark.parametrize(
+    "limit", [Limit(concurrency=2, key="k"), Limit(key="k")], ids=["keyed-ceiling", "fair-share"]
+)
+async def test_a_key_with_one_job_starts_at_the_next_claim_behind_a_keys_backlog(
+    app: Akadze, database_url: str, limit: Limit
+) -> None:
+    @app.task("t", limit=limit)
+    async def t(k: str, n: int) -> None: ...
+
+    limits = {"t": limit}
+    await t.enqueue_many([{"k": "hot", "n": n} for n in range(2000)])
+    await park_all(database_url, limits)
+    small = await t.enqueue(k="small", n=0)
+    jobs, _ = await claim(database_url, limits, 5, recheck_s=60)
+    assert small.id in {job.id for job in jobs}
+
+
+async def test_keys_of_a_fair_share_are_served_in_turn(app: Akadze, database_url: str) -> None:
+    """Round robin: once the backlogs are parked, each claim of three takes one job of each
+    of three keys, whatever their backlogs and the order they were enqueued in."""
+
+    @app.task("t", limit=Limit(key="k"))
+    async def t(k: str, n: int) -> None: ...
+
+    limits = {"t": Limit(key="k")}
+    await t.enqueue_many(
+        [{"k": k, "n": n} for k, size in (("a", 300), ("b", 30), ("c", 12)) for n in range(size)]
+    )
+    await park_all(database_url, limits, 3)
+    seen: list[list[str]] = []
+    for _ in range(3):
+        jobs, _ = await claim(database_url, limits, 3)
+        seen.append(sorted(job.args["k"] for job in jobs))
+    assert seen[-2:] == [["a", "b", "c"], ["a", "b", "c"]], seen
+    # within a key, claim order
+    ns = [
+        r["n"]
+        for r in await fetch(
+            database_url,
+            "SELECT (args->>'n')::int AS n FROM akadze_jobs WHERE state = 'running' AND args->>'k' = 'c' ORDER BY started_at, id",
+        )
+    ]
+    assert ns == sorted(ns)
+
+
+async def test_a_fair_share_has_no_ceiling(app: Akadze, database_url: str) -> None:
+    @app.task("t", limit=Limit(key="k"))
+    async def t(k: str, n: int) -> None: ...
+
+    await t.enqueue_many([{"k": "only", "n": n} for n in range(40)])
+    claimed = await park_all(database_url, {"t": Limit(key="k")}, 20)
+    while True:
+        jobs, _ = await claim(database_url, {"t": Limit(key="k")}, 20)
+        if not jobs:
+            break
+        claimed += jobs
+    assert len(claimed) == 40
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'running'") == 40
+
+
+async def test_the_limited_claim_walks_priorities_past_delayed_jobs(app: Akadze, database_url: str) -> None:
+    """Delayed jobs at a priority above the ready ones are never read (issue 32, point 4)."""
+
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one() -> None: ...
+
+    limits = {"one": Limit(concurrency=1)}
+    await execute(
+        database_url,
+        "INSERT INTO akadze_jobs (task, queue, priority, run_at, args) "
+        "SELECT 'other', 'default', 1, now() + interval '1 hour', '{}' FROM generate_series(1, 100000)",
+        "INSERT INTO akadze_jobs (task, queue, args) SELECT 'other', 'default', '{}' FROM generate_series(1, 5)",
+        "VACUUM ANALYZE akadze_jobs",
+    )
+    buffers = await claim_buffers(database_url, limits)
+    jobs, _ = await claim(database_url, limits)
+    assert len(jobs) == 5
+    assert buffers < 300, buffers
