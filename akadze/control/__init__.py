@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy.event
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from akadze import hooks
+from akadze.db.errors import violates
 from akadze.db.queries import Queries
 from akadze.errors import ConfigError
 from akadze.events import Event, Kind
@@ -58,13 +60,34 @@ async def requeue(
     was not failed (or does not exist). With ``app``, its on_transition hooks run here and its
     events subscribers hear of it once your transaction commits."""
     conn = await _connection(connection)
-    changed = await Queries.requeue(conn, int(job_id))
+    changed = await _requeued(conn, int(job_id))
     if changed is None:
         return None
     job, from_state = changed
     if app is not None:
         await _transition(app, conn, job, from_state, Kind.REQUEUED)
     return job
+
+
+#: a requeue meets a newly committed holder of its key at most this many times in a row
+_REQUEUE_ROUNDS = 3
+
+
+async def _requeued(conn: AsyncConnection, job_id: int) -> tuple[Job, JobState] | None:
+    """requeue.sql in a savepoint of the caller's transaction. A job with the same unique key
+    committed while the statement ran is invisible to its snapshot, so the UPDATE fails on the
+    unique index instead of naming the holder: the savepoint rolls back (the caller's
+    transaction stays usable) and the statement runs again, which now sees the holder and
+    raises UniqueConflictError (or requeues, if the holder left its blocking states since)."""
+    for _ in range(_REQUEUE_ROUNDS - 1):
+        try:
+            async with conn.begin_nested():
+                return await Queries.requeue(conn, job_id)
+        except IntegrityError as exc:
+            if not violates(exc, "akadze_jobs_unique_idx"):
+                raise
+    async with conn.begin_nested():
+        return await Queries.requeue(conn, job_id)
 
 
 async def _transition(app: Akadze, conn: AsyncConnection, job: Job, from_state: JobState, kind: Kind) -> None:

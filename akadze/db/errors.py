@@ -40,3 +40,18 @@ def is_transient(exc: BaseException) -> bool:
     return name in {"ConnectionDoesNotExistError", "InterfaceError", "InternalClientError"} or (
         "connection" in str(exc).lower() and "closed" in str(exc).lower()
     )
+
+
+def violates(exc: BaseException, index: str) -> bool:
+    """True when ``exc`` is a unique violation (SQLSTATE 23505) of the index named ``index``:
+    a conflict a statement could not see in its snapshot (a row committed while it ran)."""
+    if sqlstate(exc) != "23505":
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "constraint_name", None) == index:
+            return True
+        current = current.__cause__ or getattr(current, "orig", None)
+    return False
