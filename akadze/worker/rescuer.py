@@ -71,10 +71,14 @@ async def rescuer_service(worker: Worker) -> None:
     """The worker service that rescues: a pass every ``rescue_interval``, in burst runs too
     (a rescue is always safe to run); each rescued run is published as an event."""
     events = worker.app.events
+    loop = asyncio.get_running_loop()
     while True:
+        started = loop.time()
         try:
             async with asyncio.timeout(worker.lost_after_s):
                 rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
+        except TimeoutError:
+            logger.warning("%s", timed_out("rescue pass", worker.lost_after_s, loop.time() - started))
         except Exception as exc:
             logger.warning("rescue pass failed (%s)", type(exc).__name__)
         else:
@@ -90,6 +94,25 @@ async def rescuer_service(worker: Worker) -> None:
                     )
                     events.publish(lost)
         await asyncio.sleep(worker.rescue_interval_s)
+
+
+def timed_out(what: str, timeout_s: float, elapsed_s: float) -> str:
+    """The log line of ``what`` that timed out after ``timeout_s``, ``elapsed_s`` after it began.
+
+    A deadline is a timer of the event loop: when a task blocks the loop (blocking code in an
+    ``async def``: ``time.sleep``, a synchronous client, a long computation), the timer fires
+    only once the loop runs again, late, and whatever was awaited meanwhile times out though
+    its reply may have come long before. So a deadline that fired much later than it was due
+    says the loop was held up, not the database (nor the network) slow."""
+    late = elapsed_s - timeout_s
+    if late > max(0.25, 0.1 * timeout_s):
+        return (
+            f"{what} timed out: the worker's event loop was held up about {late:.1f}s past the "
+            f"{timeout_s:g}s deadline (a task blocking the loop: blocking code in an async def "
+            "task, say time.sleep or a synchronous client; make the task sync, it then runs in a "
+            "thread, or await asyncio.to_thread), not waiting for the database"
+        )
+    return f"{what} failed (TimeoutError: no reply from the database within {timeout_s:g}s)"
 
 
 rescuer_service.in_burst = True  # type: ignore[attr-defined]  # read by Worker.run
