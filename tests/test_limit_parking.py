@@ -234,7 +234,8 @@ async def test_keys_of_a_fair_share_are_served_in_turn(app: Akadze, database_url
         r["n"]
         for r in await fetch(
             database_url,
-            "SELECT (args->>'n')::int AS n FROM akadze_jobs WHERE state = 'running' AND args->>'k' = 'c' ORDER BY started_at, id",
+            "SELECT (args->>'n')::int AS n FROM akadze_jobs "
+            "WHERE state = 'running' AND args->>'k' = 'c' ORDER BY started_at, id",
         )
     ]
     assert ns == sorted(ns)
@@ -266,7 +267,8 @@ async def test_the_limited_claim_walks_priorities_past_delayed_jobs(app: Akadze,
         database_url,
         "INSERT INTO akadze_jobs (task, queue, priority, run_at, args) "
         "SELECT 'other', 'default', 1, now() + interval '1 hour', '{}' FROM generate_series(1, 100000)",
-        "INSERT INTO akadze_jobs (task, queue, args) SELECT 'other', 'default', '{}' FROM generate_series(1, 5)",
+        "INSERT INTO akadze_jobs (task, queue, args) "
+        "SELECT 'other', 'default', '{}' FROM generate_series(1, 5)",
         "VACUUM ANALYZE akadze_jobs",
     )
     buffers = await claim_buffers(database_url, limits)
