@@ -39,7 +39,9 @@ def doomed_app(database_url: str) -> Akadze:
     return app
 
 
-async def racing(database_url: str, requeue_it: Callable[[int], Coroutine[Any, Any, Any]]) -> tuple[int, int, Any]:
+async def racing(
+    database_url: str, requeue_it: Callable[[int], Coroutine[Any, Any, Any]]
+) -> tuple[int, int, Any]:
     """A failed unique job; a new job with its key inserted and not committed while
     ``requeue_it(old_id)`` runs (and waits on the unique index); then the insert commits.
     Returns the old job's id, the new one's and what ``requeue_it`` returned or raised."""
