@@ -258,7 +258,9 @@ class UniqueSpec(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class LimitSpec(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The task's akadze.Limit, for the record: workers enforce it, producers need nothing."""
+    """The task's akadze.Limit, for the record: workers enforce it, producers need nothing. A
+    key with neither concurrency nor rate is a fair share between the key's values, without a
+    ceiling."""
 
     concurrency: int | None = None
     rate: int | None = None

@@ -383,6 +383,8 @@ async def test_generated_clients_and_the_worker_side_make_one_job(
     recorded = {task["name"]: task for task in manifest["tasks"]}
     assert recorded["flow.report"]["unique"] == {"args": ["account"], "states": ["queued", "running"]}
     assert recorded["flow.two"]["limit"] == {"concurrency": 2}
+    # a fair share (Limit(key=...) alone): the key, and no ceiling
+    assert recorded["flow.fair"]["limit"] == {"key": "tenant"}
     assert "unique" not in recorded["flow.two"]
     monkeypatch.syspath_prepend(str(tmp_path))
     client = importlib.import_module("flow_client").flow_report

@@ -18,7 +18,7 @@ from akadze import Akadze, Limit, Unique, current
 
 SPANS_DDL = (
     "CREATE TABLE IF NOT EXISTS flow_spans (job_id bigint, run integer, task text, key text, "
-    "started_at timestamptz, ended_at timestamptz, pid integer)"
+    "started_at timestamptz, ended_at timestamptz, pid integer, claimed_at timestamptz)"
 )
 
 
@@ -30,10 +30,18 @@ def create_app(database_url: str) -> Akadze:
         async with app.engine.begin() as conn:
             await conn.execute(
                 text(
-                    "INSERT INTO flow_spans (job_id, run, task, key, started_at, pid) "
-                    "VALUES (:id, :run, :task, :key, clock_timestamp(), :pid)"
+                    "INSERT INTO flow_spans (job_id, run, task, key, started_at, pid, claimed_at) "
+                    "VALUES (:id, :run, :task, :key, clock_timestamp(), :pid, :claimed_at)"
                 ),
-                {"id": job.id, "run": job.run, "task": job.task, "key": key, "pid": os.getpid()},
+                {
+                    "id": job.id,
+                    "run": job.run,
+                    "task": job.task,
+                    "key": key,
+                    "pid": os.getpid(),
+                    # the claim's clock: the one a rate limit counts starts with
+                    "claimed_at": job.started_at,
+                },
             )
         await asyncio.sleep(ms / 1000)
         async with app.engine.begin() as conn:
@@ -54,12 +62,22 @@ def create_app(database_url: str) -> Akadze:
     async def rate(n: int) -> None:
         await span("", 0)
 
+    @app.task("flow.keyed", queue="flow", limit=Limit(concurrency=2, key="account"))
+    async def keyed(account: str, n: int, ms: int = 150) -> None:
+        await span(account, ms)
+
+    @app.task("flow.fair", queue="flow", limit=Limit(key="tenant"))
+    async def fair(tenant: str, n: int) -> None:
+        await span(tenant, 0)
+
     @app.task("flow.free", queue="flow")
     async def free(n: int, ms: int = 200) -> None:
         await span("", ms)
 
     @app.task("flow.report", queue="flow", unique=Unique(args=["account"]))
-    async def report(account: int, note: str = "") -> None: ...
+    async def report(account: int, note: str = "", ms: int = 0) -> None:
+        if ms:
+            await asyncio.sleep(ms / 1000)
 
     return app
 

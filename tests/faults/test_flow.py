@@ -7,116 +7,15 @@ database's clock, per run), not from what the queue says about itself.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any
+from datetime import timedelta
 
-import asyncpg
 import pytest
 
-from tests.apps.flow import SPANS_DDL, create_app
+from tests.apps.flow import create_app
 
 from . import pgbouncer
+from .flow_chaos import all_done, max_overlap, prepare_spans, spans_of, workers
 from .scenarios import Env, fetch, fetchval, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
-_CLI = "import sys; from akadze.cli import main; sys.argv[0] = 'akadze'; main()"
-
-
-class Workers:
-    """Worker processes of tests/apps/flow.py, each in its own session (so a SIGKILL takes it
-    alone), logging to the scenario folder."""
-
-    def __init__(self, url: str, folder: Path) -> None:
-        self.url = url
-        self.folder = folder
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, *, slots: int = 4, lost_after: float = 2.0, poll: float = 0.2) -> int:
-        argv = [sys.executable, "-c", _CLI, "worker", "tests.apps.flow:app", "-q", "flow"]
-        argv += ["--slots", str(slots), "--lost-after", str(lost_after), "--poll-interval", str(poll)]
-        env = dict(os.environ, AKADZE_DATABASE_URL=self.url, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        with (self.folder / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.procs[name] = proc
-        return proc.pid
-
-    def kill(self, name: str) -> None:
-        os.killpg(self.procs[name].pid, signal.SIGKILL)
-        self.procs[name].wait()
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
-@contextmanager
-def workers(url: str, folder: Path) -> Iterator[Workers]:
-    fleet = Workers(url, folder)
-    try:
-        yield fleet
-    finally:
-        fleet.stop_all()
-
-
-async def prepare_spans(dsn: str) -> None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        await conn.execute(SPANS_DDL)
-    finally:
-        await conn.close()
-
-
-async def all_done(dsn: str, timeout: float) -> None:
-    async def done() -> bool:
-        return not await fetchval(
-            dsn, "SELECT count(*) FROM akadze_jobs WHERE state IN ('queued', 'running')"
-        )
-
-    assert await wait_for(done, timeout, interval=0.2), "jobs left unfinished"
-    states = await fetch(dsn, "SELECT state, count(*) FROM akadze_jobs GROUP BY 1")
-    assert {r[0] for r in states} == {"succeeded"}, states
-
-
-def max_overlap(spans: Sequence[tuple[datetime, datetime]]) -> int:
-    """The most spans open at one instant (an end before a start at the same instant)."""
-    events = sorted(
-        [(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans], key=lambda e: (e[0], e[1])
-    )
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
-
-
-async def spans_of(
-    dsn: str, task: str, key: str | None = None, pids: Sequence[int] | None = None
-) -> list[Any]:
-    rows = await fetch(
-        dsn,
-        "SELECT started_at, ended_at, pid FROM flow_spans WHERE task = $1 AND ($2::text IS NULL OR key = $2) "
-        "AND ended_at IS NOT NULL ORDER BY started_at",
-        task,
-        key,
-    )
-    return [r for r in rows if pids is None or r["pid"] in pids]
 
 
 @pytest.mark.timeout(180)
