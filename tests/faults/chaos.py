@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import gil, herd, hostile_rows, pgbouncer, scenarios
+from . import flow_chaos, gil, herd, hostile_rows, pgbouncer, scenarios
 from .checker import Figures, markdown_table
 from .pgserver import OwnServer
 
@@ -74,6 +74,21 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
     "gil": (lambda env, d, seed: gil.gil_holders(env, holders=4, normal=1000), False),
     "pool": (lambda env, d, seed: scenarios.small_pool(env, jobs=2000, slots=64, pool_size=1), False),
     "canary": (lambda env, d, seed: scenarios.canary_logs(env), False),
+    "flow-keyed": (
+        lambda env, d, seed: flow_chaos.keyed_limit_chaos(
+            env, seconds=d, accounts=8, per_account=60, seed=seed
+        ),
+        False,
+    ),
+    "flow-rate": (
+        lambda env, d, seed: flow_chaos.rate_limit_chaos(env, jobs=int(5 * d), kills=4, seed=seed),
+        False,
+    ),
+    "flow-unique": (
+        lambda env, d, seed: flow_chaos.unique_chaos(env, seconds=d, producers=16, keys=10, seed=seed),
+        False,
+    ),
+    "flow-pause": (lambda env, d, seed: flow_chaos.pause_chaos(env, jobs=2000, paused_s=10.0), False),
 }
 
 
