@@ -60,7 +60,13 @@ STATES = [
     "finished",
     "delayed",
     "delayed_high",
+    "limited_empty",
     "held",
+    "held_1m",
+    "hot_key",
+    "many_keys",
+    "fair_key",
+    "limited_delayed_high",
     "queues_100",
     "queues_1000",
     "queues_1000_each",
@@ -68,7 +74,26 @@ STATES = [
 TASK = "bench.noop"
 #: state (e): a task whose limit (concurrency 1, no key) is full, its ready jobs held back
 HELD_TASK = "bench.held"
+#: states hot_key, many_keys: a task with a keyed limit (concurrency 1 per k), its keys full
+KEYED_TASK = "bench.keyed"
+#: state fair_key: a task with a fair share between its keys (Limit(key="k"), no ceiling)
+FAIR_TASK = "bench.fair"
 QUEUE = "default"
+
+#: the limited states (the worker declares HELD_TASK, KEYED_TASK and FAIR_TASK, so it claims
+#: with claim_limited): state -> (task of the held jobs, how many (None: --held), keys (None: no
+#: key; 1: one hot key), held by a running job per key (False: a fair share, nothing holds it)).
+#: held_1m and hot_key hold --held-big jobs (1,000,000).
+#: limited_empty and limited_delayed_high: the same worker with no held job, as their baselines.
+LIMITED: dict[str, tuple[str, int | None, int | None, bool]] = {
+    "limited_empty": (HELD_TASK, 0, None, True),
+    "limited_delayed_high": (HELD_TASK, 0, None, True),
+    "held": (HELD_TASK, None, None, True),
+    "held_1m": (HELD_TASK, -1, None, True),
+    "hot_key": (KEYED_TASK, -1, 1, True),
+    "many_keys": (KEYED_TASK, None, 10_000, True),
+    "fair_key": (FAIR_TASK, None, 1, False),
+}
 
 #: succeeded rows as the completion leaves them, finished 50 ms apart up to now (within retention)
 FINISHED_SQL = """
@@ -98,28 +123,60 @@ INSERT INTO akadze_jobs (task, queue, args, args_fp, max_attempts)
 SELECT $3, 'q' || (n % $6), jsonb_build_object('i', n), $4, $5
 FROM generate_series($1::int, $2::int) AS n
 """
-#: state (e): --delayed ready jobs of HELD_TASK, due before the ready no-op jobs (so the claim's
-#: order meets them first), then one of them running on a live worker, filling the limit
+#: the limited states: $1 ready jobs of task $2, due before the ready no-op jobs (so the claim's
+#: order meets them first), unparked as enqueue leaves them (the worker parks them); with $6 keys
+#: (k: 'hot' for one, k0 .. k{$6 - 1} for more; no k when null)
 HELD_SQL = """
 INSERT INTO akadze_jobs (task, queue, args, args_fp, max_attempts, run_at)
-SELECT $2, $3, jsonb_build_object('i', n), $4, $5, now() - interval '1 hour' + n * interval '1 millisecond'
+SELECT $2, $3,
+       CASE
+           WHEN $6::int IS NULL THEN jsonb_build_object('i', n)
+           WHEN $6::int = 1 THEN jsonb_build_object('i', n, 'k', 'hot')
+           ELSE jsonb_build_object('i', n, 'k', 'k' || (n % $6::int))
+       END,
+       $4, $5, now() - interval '1 hour' + n * interval '1 millisecond'
 FROM generate_series(1, $1::int) AS n
 """
+#: then the first job of each key (of the task, without a key) running on a live worker,
+#: filling its group's limit of 1
 HOLDER_SQL = """
 WITH w AS (
     INSERT INTO akadze_workers (id, name, host, pid, queues, slots, lost_after_s)
     VALUES ($1, 'growth-holder', 'growth', 0, ARRAY[$3::text], 1, 1e9)
     RETURNING id
 ),
+first AS (
+    SELECT DISTINCT ON (args -> 'k') id, CAST(jsonb_build_array(task, args -> 'k') AS text) AS grp
+    FROM akadze_jobs
+    WHERE task = $2
+    ORDER BY args -> 'k', id
+),
 j AS (
-    UPDATE akadze_jobs SET state = 'running', run = 1, attempt = 1, worker_id = $1, started_at = now(),
-        limit_grp = CAST(jsonb_build_array($2::text, NULL) AS text)
-    WHERE id = (SELECT min(id) FROM akadze_jobs WHERE task = $2)
-    RETURNING id, limit_grp
+    UPDATE akadze_jobs AS a SET state = 'running', run = 1, attempt = 1, worker_id = $1, started_at = now(),
+        limit_grp = first.grp
+    FROM first
+    WHERE a.id = first.id
+    RETURNING a.limit_grp
 )
 INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at)
 SELECT j.limit_grp, 1, '{}', '{}', 1, pg_current_xact_id(), now()
 FROM j, w
+"""
+#: state fair_key: the backlog as the claims leave it, parked in its group (due now)
+PARK_SQL = """
+WITH p AS (
+    UPDATE akadze_jobs SET parked = 'limit', limit_grp = CAST(jsonb_build_array(task, args -> 'k') AS text)
+    WHERE task = $1
+    RETURNING limit_grp
+)
+INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at, due_at)
+SELECT DISTINCT p.limit_grp, 0, '{}'::timestamptz[], '{}'::bigint[], 0, pg_current_xact_id(), now(), now()
+FROM p
+"""
+#: point 2 and 3: one job of a key not seen before, enqueued behind the backlog
+SMALL_KEY_SQL = """
+INSERT INTO akadze_jobs (task, queue, args, args_fp, max_attempts)
+VALUES ($1, $2, jsonb_build_object('i', 0, 'k', 'small'), $3, $4)
 """
 UNFINISHED_TASK_SQL = """
 SELECT count(*) FROM akadze_jobs
@@ -222,6 +279,12 @@ async def child_setup(req: dict[str, Any]) -> dict[str, Any]:
     @app.task(HELD_TASK, queue=QUEUE, limit=akadze.Limit(concurrency=1))
     async def held(i: int) -> None: ...
 
+    @app.task(KEYED_TASK, queue=QUEUE, limit=akadze.Limit(concurrency=1, key="k"))
+    async def keyed(i: int, k: str) -> None: ...
+
+    @app.task(FAIR_TASK, queue=QUEUE)  # the worker gives it Limit(key="k"); the fingerprint is the same
+    async def fair(i: int, k: str) -> None: ...
+
     try:
         await app.migrate()
     finally:
@@ -232,6 +295,8 @@ async def child_setup(req: dict[str, Any]) -> dict[str, Any]:
         "args_fp": noop.args_fp,
         "max_attempts": noop.options.max_attempts,
         "held_args_fp": held.args_fp,
+        "keyed_args_fp": keyed.args_fp,
+        "fair_args_fp": fair.args_fp,
         "channel": CHANNEL,
         # past this many queues the claim walks one index over all of them (claim_many.sql, or
         # claim_completing.sql's second branch since both became one statement; None: before it)
@@ -289,7 +354,14 @@ async def child_worker(req: dict[str, Any]) -> dict[str, Any]:
         @app.task(HELD_TASK, queue=QUEUE, limit=akadze.Limit(concurrency=1))
         async def held(i: int) -> None: ...
 
+        @app.task(KEYED_TASK, queue=QUEUE, limit=akadze.Limit(concurrency=1, key="k"))
+        async def keyed(i: int, k: str) -> None: ...
+
+        @app.task(FAIR_TASK, queue=QUEUE, limit=akadze.Limit(key="k"))
+        async def fair(i: int, k: str) -> None: ...
+
     worker = Worker(app, queues=req.get("queues"), slots=req["slots"])
+    began = time.perf_counter()
     try:
         await worker.run(burst=req["burst"])
     finally:
@@ -297,6 +369,8 @@ async def child_worker(req: dict[str, Any]) -> dict[str, Any]:
     span = last - first
     return {
         "started": count,
+        # from the worker's start to the first no-op job's: what parking a backlog in front costs
+        "first_after_s": first - began if count else None,
         "span_s": span,
         "rate": count / span if span > 0 else None,
         "samples": samples,
@@ -410,12 +484,22 @@ class Harness:
             elif state in ("delayed", "delayed_high"):
                 priority = 1 if state == "delayed_high" else 0
                 await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), priority)
-            elif state == "held":
+            elif state == "limited_delayed_high":
+                await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), 1)
+            if state in LIMITED:
+                task, count, keys, holder = LIMITED[state]
+                count = {None: args.held, -1: args.held_big}.get(count, count)
                 _, queue, _, max_attempts = self.row_args()
-                await conn.execute(
-                    HELD_SQL, args.held, HELD_TASK, queue, self.info["held_args_fp"], max_attempts
-                )
-                await conn.execute(HOLDER_SQL, str(uuid.uuid4()), HELD_TASK, queue)
+                fp = self.info[
+                    {HELD_TASK: "held_args_fp", KEYED_TASK: "keyed_args_fp"}.get(task, "fair_args_fp")
+                ]
+                if count:
+                    await conn.execute(HELD_SQL, count, task, queue, fp, max_attempts, keys)
+                    if holder:
+                        await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
+                    else:  # a fair share: nothing holds it; measured parked, before the drain
+                        await conn.execute(PARK_SQL, task)
+                rec["held_jobs"] = count
             await conn.execute("VACUUM ANALYZE akadze_jobs")
             rec["load_s"] = time.monotonic() - t0
             queues = queues_of(state)
@@ -425,6 +509,8 @@ class Harness:
             else:
                 await conn.execute(READY_SQL, 1, args.jobs, *self.row_args())
             await conn.execute("ANALYZE akadze_jobs")
+            if state in LIMITED and not LIMITED[state][3]:
+                await self.small_key(conn, state, rec)
             rec["table_before"] = dict(await conn.fetchrow(TABLE_SQL))
             rec["claim_ready"] = await self.explain_claim(conn, args.slots, state)
             rec["complete"] = await self.explain_complete(conn, args.slots, state)
@@ -437,7 +523,7 @@ class Harness:
                     "expect": args.jobs,
                     "sample_every": max(args.jobs // 10, 1),
                     "burst": True,
-                    "held": state == "held",
+                    "held": state in LIMITED,
                     "queues": queues or None,
                     "many_queues": forced_threshold(state),
                 },
@@ -447,15 +533,21 @@ class Harness:
             rec.update(
                 rate=res["rate"],
                 started=res["started"],
+                first_after_s=res.get("first_after_s"),
                 tenths=tenth_rates(res["samples"]),
                 peak_rss_kb=res["after_run"]["vmhwm"],
             )
-            if state == "held":  # the held jobs stay queued: that is the point
+            if state in LIMITED:  # the held jobs stay queued: that is the point
                 rec["unfinished"] = await conn.fetchval(UNFINISHED_TASK_SQL, TASK)
+                rec["parked_after"] = await conn.fetchval(
+                    "SELECT count(*) FROM akadze_jobs WHERE parked = 'limit'"
+                )
             else:
                 rec["unfinished"] = await conn.fetchval(UNFINISHED_SQL)
             await conn.execute("VACUUM akadze_jobs")
             rec["claim_idle"] = await self.explain_claim(conn, args.slots, state)
+            if state in LIMITED and LIMITED[state][2] == 1 and LIMITED[state][3]:
+                await self.small_key(conn, state, rec)
         finally:
             await conn.close()
             await self.drop(db)
@@ -469,10 +561,10 @@ class Harness:
         return rec
 
     def claim_statement(self, limit: int, state: str) -> tuple[str, list[Any]]:
-        """The claim the worker sends: claim_limited when it has the held task (state (e)); for
+        """The claim the worker sends: claim_limited when it has the limited tasks; for
         many queues claim_many past the fetcher's threshold, unless the state forces claim."""
         queues = queues_of(state) or [QUEUE]
-        if state != "held":
+        if state not in LIMITED:
             many = self.info.get("many_queues")
             name = "claim"
             forced = forced_threshold(state)
@@ -495,12 +587,38 @@ class Harness:
             queues=[QUEUE],
             limit=limit,
             worker_id=str(uuid.uuid4()),
-            l_task=[HELD_TASK],
-            l_key=[None],
-            l_conc=[1],
-            l_rate=[None],
-            l_per=[None],
+            # as limit_params orders them: by task name
+            l_task=[FAIR_TASK, HELD_TASK, KEYED_TASK],
+            l_key=["k", None, "k"],
+            l_conc=[None, 1, 1],
+            l_rate=[None, None, None],
+            l_per=[None, None, None],
+            scan=limit,
+            freed=[],
+            recheck_s=1.0,
         )
+
+    async def small_key(self, conn: asyncpg.Connection, state: str, rec: dict[str, Any]) -> None:
+        """A key with one job behind a key's backlog: the next claim takes it (issue 32, points 2
+        and 3). Rows: how many jobs that claim took, the small key's one among them."""
+        task = LIMITED[state][0]
+        _, queue, _, max_attempts = self.row_args()
+        fp = self.info["keyed_args_fp" if task == KEYED_TASK else "fair_args_fp"]
+        await conn.execute(SMALL_KEY_SQL, task, queue, fp, max_attempts)
+        rec["parked"] = await conn.fetchval("SELECT count(*) FROM akadze_jobs WHERE parked = 'limit'")
+        rec["small_key"] = await self.explain_claim(conn, self.args.slots, state)
+        rec["small_key_taken"] = await self.small_key_taken(conn, self.args.slots, state)
+
+    async def small_key_taken(self, conn: asyncpg.Connection, limit: int, state: str) -> bool:
+        """Whether one claim (rolled back) takes the small key's job."""
+        sql, params = self.claim_statement(limit, state)
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            rows = await conn.fetch(sql, *params)
+        finally:
+            await tx.rollback()
+        return any(r["id"] is not None and r["args"] is not None and '"small"' in r["args"] for r in rows)
 
     async def explain_claim(
         self, conn: asyncpg.Connection, limit: int, state: str = "empty"
@@ -684,7 +802,17 @@ class Harness:
             "server": self.server,
             "options": {
                 k: getattr(args, k)
-                for k in ("jobs", "slots", "finished", "delayed", "held", "repeat", "memory_jobs", "chunk")
+                for k in (
+                    "jobs",
+                    "slots",
+                    "finished",
+                    "delayed",
+                    "held",
+                    "held_big",
+                    "repeat",
+                    "memory_jobs",
+                    "chunk",
+                )
             },
             "quick": args.quick,
         }
@@ -775,7 +903,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--slots", type=int, default=50)
     ap.add_argument("--finished", type=int, help="finished rows of state (b) (1000000; quick 50000)")
     ap.add_argument("--delayed", type=int, help="delayed jobs of states (c) and (d) (100000; quick 10000)")
-    ap.add_argument("--held", type=int, help="held jobs of state (e) (100000; quick 10000)")
+    ap.add_argument("--held", type=int, help="held jobs of states (e), (e3), (e4) (100000; quick 10000)")
+    ap.add_argument("--held-big", type=int, help="held jobs of states (e1), (e2) (1000000; quick 20000)")
     ap.add_argument("--repeat", type=int, help="interleaved repeats of the drains (5; quick 1)")
     ap.add_argument(
         "--states", help=f"comma-separated table states of the drains (default all: {','.join(STATES)})"
@@ -802,6 +931,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "finished": (1_000_000, 50_000),
         "delayed": (100_000, 10_000),
         "held": (100_000, 10_000),
+        "held_big": (1_000_000, 20_000),
         "repeat": (5, 1),
         "memory_jobs": (1_000_000, 50_000),
         "chunk": (100_000, 5_000),

@@ -79,6 +79,12 @@ def render(data: dict[str, Any]) -> str:
         "delayed": f"(c) {opt['delayed']:,} delayed jobs",
         "delayed_high": f"(d) {opt['delayed']:,} delayed jobs at priority 1",
         "held": f"(e) {opt.get('held', opt['delayed']):,} jobs held by a full limit, ahead of the ready ones",
+        "limited_empty": "(e0) empty, the worker claiming with claim_limited (baseline of (e)-(e5))",
+        "held_1m": f"(e1) {opt.get('held_big', 0):,} jobs held by a full limit (no key), ahead",
+        "hot_key": f"(e2) {opt.get('held_big', 0):,} jobs of one key held by a keyed limit, ahead",
+        "many_keys": f"(e3) {opt.get('held', 0):,} jobs of 10,000 keys held by a keyed limit (each key full)",
+        "fair_key": f"(e4) {opt.get('held', 0):,} jobs of one key of a fair share (no ceiling), ahead",
+        "limited_delayed_high": f"(e5) {opt['delayed']:,} delayed jobs at priority 1, claim_limited",
     }
     seen = list(dict.fromkeys(r["state"] for r in drains))
     for s in seen:
@@ -105,6 +111,7 @@ def render(data: dict[str, Any]) -> str:
                 labels[s],
                 cell([r["rate"] for r in rs]),
                 "1" if s == "empty" else ratio_cell(drains, s, lambda r: r["rate"]),
+                cell([r["first_after_s"] for r in rs if r.get("first_after_s") is not None], 2),
                 cell([r["tenths"][0] for r in rs if r["tenths"]]),
                 cell([r["tenths"][-1] for r in rs if r["tenths"]]),
                 cell([mb(r["peak_rss_kb"]) or 0 for r in rs], 1),
@@ -116,6 +123,7 @@ def render(data: dict[str, Any]) -> str:
             "table state",
             "jobs/s",
             "ratio to (a)",
+            "first start after s",
             "first tenth jobs/s",
             "last tenth jobs/s",
             "worker peak RSS MB",
@@ -161,6 +169,35 @@ def render(data: dict[str, Any]) -> str:
         ],
         rows,
     )
+    small = [s for s in run_states if any("small_key" in r for r in by_state[s])]
+    if small:
+        lines += [
+            "",
+            "A key with one job behind a key's backlog (issue 32, points 2 and 3): after the drain, "
+            "one job of a new key is enqueued and one claim is run (rolled back).",
+            "",
+        ]
+        lines += table(
+            [
+                "table state",
+                "jobs parked after the drain",
+                "claim: jobs taken",
+                "buffers",
+                "ms",
+                "the new key's job taken",
+            ],
+            [
+                [
+                    labels[s],
+                    cell([r.get("parked", 0) for r in by_state[s]]),
+                    cell([r["small_key"]["rows"] for r in by_state[s] if "small_key" in r]),
+                    cell([r["small_key"]["buffers"] for r in by_state[s] if "small_key" in r]),
+                    cell([r["small_key"]["execution_ms"] for r in by_state[s] if "small_key" in r], 2),
+                    "/".join("yes" if r.get("small_key_taken") else "no" for r in by_state[s]),
+                ]
+                for s in small
+            ],
+        )
     plans: dict[str, set[str]] = {}
     for r in drains:
         plans.setdefault(", then ".join(r["claim_ready"]["plan"]), set()).add(labels[r["state"]])
