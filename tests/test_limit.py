@@ -417,15 +417,22 @@ async def test_the_limited_claim_walks_the_claim_index(database_url: str) -> Non
 
 async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database_url: str) -> None:
     """The plan a direct claim connection keeps (generic, planned on a table analyzed while
-    nothing ran): the claim index, the group rows by key and the running jobs of a group
-    through akadze_jobs_limit_idx; never a whole table, nor akadze_jobs_running_idx read whole."""
+    nothing ran): the claim index, the group rows by key, the running jobs of a group through
+    akadze_jobs_limit_idx and a due group's parked jobs through akadze_jobs_limit_parked_idx,
+    even when they are most of the table; never a whole table, nor akadze_jobs_running_idx
+    read whole."""
     await execute(
         database_url,
         "INSERT INTO akadze_jobs (task, queue, args) "
         "SELECT 'limited', 'default', jsonb_build_object('k', n % 100) FROM generate_series(1, 20000) AS n",
-        "INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at) "
-        "SELECT CAST(jsonb_build_array('limited', n) AS text), 1, '{}', '{}', 1, CAST('1' AS xid8), now() "
+        "INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at, due_at) "
+        "SELECT CAST(jsonb_build_array('limited', n) AS text), 1, '{}', '{}', 1, CAST('1' AS xid8), now(), "
+        "CASE WHEN n = 1 THEN now() END "
         "FROM generate_series(0, 999) AS n",
+        # a hot key's backlog, parked: most of the table, which must still be read by its index
+        "INSERT INTO akadze_jobs (task, queue, args, parked, limit_grp) "
+        "SELECT 'limited', 'default', '{\"k\": 1}', 'limit', '[\"limited\", 1]' "
+        "FROM generate_series(1, 60000)",
         "ANALYZE akadze_jobs",
         "ANALYZE akadze_limit_groups",
     )
@@ -471,6 +478,7 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
     assert "akadze_jobs_claim_idx" in plan, plan
     assert "akadze_jobs_limit_idx" in plan, plan
     assert "akadze_limit_groups_pkey" in plan, plan
+    assert "akadze_jobs_limit_parked_idx" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert "akadze_jobs_running_idx" not in plan, plan
 

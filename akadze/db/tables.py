@@ -130,6 +130,7 @@ Index(
     jobs.c.priority.desc(),
     jobs.c.run_at,
     jobs.c.id,
+    postgresql_include=["queue"],
     postgresql_where=text("state = 'queued' AND parked = 'limit'"),
 )
 

@@ -215,10 +215,12 @@ class Fetcher:
                     delay = min(delay * 2, 5.0)
                     continue
                 delay = 0.1
-                if len(jobs) == free or (isinstance(self.claim, LimitedClaim) and self.claim.more):
-                    self._hint = True  # more may be ready (behind the jobs a limited claim parked)
+                # a limited claim may say more jobs are ready (behind the ones it parked)
+                more = isinstance(self.claim, LimitedClaim) and self.claim.more
+                if len(jobs) == free or more:
+                    self._hint = True
                 self._start(jobs)
-                if jobs or wrote:
+                if jobs or wrote or more:
                     continue
                 if burst and idle and not self._outcomes_left():
                     # a claim found nothing, nothing runs and every outcome is written (one

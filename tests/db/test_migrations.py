@@ -35,7 +35,7 @@ RELEASED = {
     (12, "parked_jobs"): "69df0efa24d713b40d6e38c3cc71e424e926ef0077941e7a36e7c5d22ca5778e",
     (13, "web_secret"): "55a8d82401db8ba424d0750d5724a2470893bb40622c388c363398f77d4c58cc",
     (14, "job_trends"): "c652a2e8ce93f4fcd71ae8521b6665063e3c403847e6cf4edef3cb15585820e0",
-    (15, "limit_parking"): "10c01b0188b1348e063481536a7458a5d9e27045caefde61ac4793acec433ae8",
+    (15, "limit_parking"): "3292bbbefd7276324c59d83727df846ccd4bc7e8816ef8aa79f454a95e966f9d",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

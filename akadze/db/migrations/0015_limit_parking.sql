@@ -4,10 +4,13 @@
 -- group's parked jobs straight from the index below, in claim order. However many jobs are
 -- held, the claim index holds none of them.
 
--- A group's parked jobs in claim order. Only parked jobs are in it: a job writes an entry when
--- a claim parks it, and leaves it when a claim takes it (or it is cancelled).
+-- A group's parked jobs in claim order, with their queue: a claim walks a group's first entries
+-- from the index alone (an index-only scan), then locks those rows. Only parked jobs are in it:
+-- a job writes an entry when a claim parks it, and leaves it when a claim takes it (or it is
+-- cancelled).
 CREATE INDEX akadze_jobs_limit_parked_idx
     ON akadze_jobs (limit_grp, priority DESC, run_at, id)
+    INCLUDE (queue)
     WHERE state = 'queued' AND parked = 'limit';
 
 -- When a claim should next look at the group's parked jobs: NULL while the group has none;

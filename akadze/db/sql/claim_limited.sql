@@ -142,24 +142,20 @@ from_index AS (
 ),
 due AS MATERIALIZED (
     -- the groups whose parked jobs this claim looks at: due ones of this worker's tasks, oldest
-    -- first, and those of the limited jobs this worker ended since its last claim
-    SELECT g.grp, g.taken_by
-    FROM (
-        (
-            SELECT d.grp
-            FROM akadze_limit_groups AS d
-            WHERE d.due_at <= now()
-                AND (CAST(d.grp AS jsonb) ->> 0) IN (SELECT lim.task FROM lim)
-            ORDER BY d.due_at
-            LIMIT CAST(:limit AS bigint)
-        )
-        UNION
-        SELECT f.limit_grp
-        FROM akadze_jobs AS f
-        WHERE f.id = ANY (CAST(:freed AS bigint[])) AND f.limit_grp IS NOT NULL
-    ) AS x
-    -- not locked here: the rows are locked where they are written, in group order
-    JOIN akadze_limit_groups AS g ON g.grp = x.grp
+    -- first, and those of the limited jobs this worker ended since its last claim. Not locked
+    -- here: the rows are locked where they are written, in group order
+    (
+        SELECT d.grp
+        FROM akadze_limit_groups AS d
+        WHERE d.due_at <= now()
+            AND (CAST(d.grp AS jsonb) ->> 0) IN (SELECT lim.task FROM lim)
+        ORDER BY d.due_at
+        LIMIT CAST(:limit AS bigint)
+    )
+    UNION
+    SELECT f.limit_grp
+    FROM akadze_jobs AS f
+    WHERE f.id = ANY (CAST(:freed AS bigint[])) AND f.limit_grp IS NOT NULL
 ),
 groups AS MATERIALIZED (
     -- every group met, with the room it looks to have in this snapshot (NULL: no ceiling)
@@ -220,23 +216,40 @@ asked AS MATERIALIZED (
     WHERE g.examined
 ),
 from_parked AS MATERIALIZED (
+    -- a group's first parked jobs in claim order: their ids from an index-only walk of
+    -- akadze_jobs_limit_parked_idx (the queue is in it), then each row by its key, locked SKIP
+    -- LOCKED, until the group's ask is met. Two steps, because a scan that locks reads the
+    -- table, and then a plan may prefer reading the whole table to walking a hot group's
+    -- million entries in order
     SELECT a.grp, p.id, p.priority, p.run_at, p.gone
     FROM asked AS a
     CROSS JOIN LATERAL (
-        SELECT
-            j.id,
-            j.priority,
-            j.run_at,
-            j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
-        FROM akadze_jobs AS j
-        WHERE j.limit_grp = a.grp
-            AND j.state = 'queued'
-            AND j.parked = 'limit'
-            AND j.queue = ANY (CAST(:queues AS text[]))
-            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = j.queue)
-        ORDER BY j.priority DESC, j.run_at, j.id
+        SELECT r.id, r.priority, r.run_at, r.gone
+        FROM (
+            SELECT x.id
+            FROM akadze_jobs AS x
+            WHERE x.limit_grp = a.grp
+                AND x.state = 'queued'
+                AND x.parked = 'limit'
+                AND x.queue = ANY (CAST(:queues AS text[]))
+            ORDER BY x.priority DESC, x.run_at, x.id
+            -- room for the ones other claims hold locked
+            LIMIT a.ask * 2
+        ) AS c
+        CROSS JOIN LATERAL (
+            SELECT
+                j.id,
+                j.priority,
+                j.run_at,
+                j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
+            FROM akadze_jobs AS j
+            WHERE j.id = c.id
+                AND j.state = 'queued'
+                AND j.parked = 'limit'
+                AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = j.queue)
+            FOR UPDATE SKIP LOCKED
+        ) AS r
         LIMIT a.ask
-        FOR UPDATE SKIP LOCKED
     ) AS p
 ),
 candidates AS (
@@ -371,11 +384,14 @@ granted AS (
                 -- claim is still seen here)
                 WHEN v.examined
                     AND pg_visible_in_snapshot(g.taken_by, (SELECT snapshot FROM snap))
-                    AND NOT EXISTS (
-                        SELECT 1
+                    -- the group's first parked job, in index order (a plan walks the index)
+                    AND (
+                        SELECT r.id
                         FROM akadze_jobs AS r
                         WHERE r.limit_grp = g.grp AND r.state = 'queued' AND r.parked = 'limit'
-                    )
+                        ORDER BY r.priority DESC, r.run_at, r.id
+                        LIMIT 1
+                    ) IS NULL
                 THEN NULL
                 ELSE g.due_at
             END
