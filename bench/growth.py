@@ -501,6 +501,8 @@ class Harness:
                         await conn.execute(PARK_SQL, task)
                 rec["held_jobs"] = count
             await conn.execute("VACUUM ANALYZE akadze_jobs")
+            if state in LIMITED and not LIMITED[state][3]:
+                await self.small_key(conn, state, rec)  # the parked backlog only, no ready job ahead
             rec["load_s"] = time.monotonic() - t0
             queues = queues_of(state)
             if queues:
@@ -509,8 +511,6 @@ class Harness:
             else:
                 await conn.execute(READY_SQL, 1, args.jobs, *self.row_args())
             await conn.execute("ANALYZE akadze_jobs")
-            if state in LIMITED and not LIMITED[state][3]:
-                await self.small_key(conn, state, rec)
             rec["table_before"] = dict(await conn.fetchrow(TABLE_SQL))
             rec["claim_ready"] = await self.explain_claim(conn, args.slots, state)
             rec["complete"] = await self.explain_complete(conn, args.slots, state)

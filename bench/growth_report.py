@@ -173,8 +173,10 @@ def render(data: dict[str, Any]) -> str:
     if small:
         lines += [
             "",
-            "A key with one job behind a key's backlog (issue 32, points 2 and 3): after the drain, "
-            "one job of a new key is enqueued and one claim is run (rolled back).",
+            "A key with one job behind a key's backlog (issue 32, points 2 and 3): one job of a new "
+            "key is enqueued and one claim is run (rolled back): for (e2) after the drain (the worker "
+            "parked the backlog), for (e4) before the ready jobs go in (the backlog parked as claims "
+            "leave it, its group due).",
             "",
         ]
         lines += table(
