@@ -607,10 +607,12 @@ class Harness:
         await conn.execute(SMALL_KEY_SQL, task, queue, fp, max_attempts)
         rec["parked"] = await conn.fetchval("SELECT count(*) FROM akadze_jobs WHERE parked = 'limit'")
         rec["small_key"] = await self.explain_claim(conn, self.args.slots, state)
-        rec["small_key_taken"] = await self.small_key_taken(conn, self.args.slots, state)
+        rec["small_key_taken"], rec["small_key_jobs"] = await self.small_key_taken(
+            conn, self.args.slots, state
+        )
 
-    async def small_key_taken(self, conn: asyncpg.Connection, limit: int, state: str) -> bool:
-        """Whether one claim (rolled back) takes the small key's job."""
+    async def small_key_taken(self, conn: asyncpg.Connection, limit: int, state: str) -> tuple[bool, int]:
+        """Whether one claim (rolled back) takes the small key's job, and how many jobs it takes."""
         sql, params = self.claim_statement(limit, state)
         tx = conn.transaction()
         await tx.start()
@@ -618,7 +620,8 @@ class Harness:
             rows = await conn.fetch(sql, *params)
         finally:
             await tx.rollback()
-        return any(r["id"] is not None and r["args"] is not None and '"small"' in r["args"] for r in rows)
+        jobs = [r for r in rows if r["id"] is not None]
+        return any(r["args"] is not None and '"small"' in r["args"] for r in jobs), len(jobs)
 
     async def explain_claim(
         self, conn: asyncpg.Connection, limit: int, state: str = "empty"

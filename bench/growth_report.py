@@ -182,7 +182,7 @@ def render(data: dict[str, Any]) -> str:
         lines += table(
             [
                 "table state",
-                "jobs parked after the drain",
+                "jobs parked then",
                 "claim: jobs taken",
                 "buffers",
                 "ms",
@@ -192,7 +192,7 @@ def render(data: dict[str, Any]) -> str:
                 [
                     labels[s],
                     cell([r.get("parked", 0) for r in by_state[s]]),
-                    cell([r["small_key"]["rows"] for r in by_state[s] if "small_key" in r]),
+                    cell([r["small_key_jobs"] for r in by_state[s] if "small_key_jobs" in r]),
                     cell([r["small_key"]["buffers"] for r in by_state[s] if "small_key" in r]),
                     cell([r["small_key"]["execution_ms"] for r in by_state[s] if "small_key" in r], 2),
                     "/".join("yes" if r.get("small_key_taken") else "no" for r in by_state[s]),
