@@ -153,9 +153,11 @@ due AS MATERIALIZED (
         LIMIT CAST(:limit AS bigint)
     )
     UNION
+    -- one primary-key probe per id (with no id, nothing is read)
     SELECT f.limit_grp
-    FROM akadze_jobs AS f
-    WHERE f.id = ANY (CAST(:freed AS bigint[])) AND f.limit_grp IS NOT NULL
+    FROM unnest(CAST(:freed AS bigint[])) AS u(id)
+    CROSS JOIN LATERAL (SELECT j.limit_grp FROM akadze_jobs AS j WHERE j.id = u.id) AS f
+    WHERE f.limit_grp IS NOT NULL
 ),
 groups AS MATERIALIZED (
     -- every group met, with the room it looks to have in this snapshot (NULL: no ceiling)
