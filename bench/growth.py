@@ -67,6 +67,9 @@ STATES = [
     "many_keys",
     "fair_key",
     "limited_delayed_high",
+    "held_parked",
+    "held_1m_parked",
+    "hot_key_parked",
     "queues_100",
     "queues_1000",
     "queues_1000_each",
@@ -93,7 +96,13 @@ LIMITED: dict[str, tuple[str, int | None, int | None, bool]] = {
     "hot_key": (KEYED_TASK, -1, 1, True),
     "many_keys": (KEYED_TASK, None, 10_000, True),
     "fair_key": (FAIR_TASK, None, 1, False),
+    "held_parked": (HELD_TASK, None, None, True),
+    "held_1m_parked": (HELD_TASK, -1, None, True),
+    "hot_key_parked": (KEYED_TASK, -1, 1, True),
 }
+#: states whose held jobs are parked (as claims leave them) and vacuumed before the drain: the
+#: steady state, after the first claims met the backlog and a vacuum came by
+PARKED_STATES = frozenset({"held_parked", "held_1m_parked", "hot_key_parked"})
 
 #: succeeded rows as the completion leaves them, finished 50 ms apart up to now (within retention)
 FINISHED_SQL = """
@@ -172,6 +181,17 @@ WITH p AS (
 INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at, due_at)
 SELECT DISTINCT p.limit_grp, 0, '{}'::timestamptz[], '{}'::bigint[], 0, pg_current_xact_id(), now(), now()
 FROM p
+"""
+#: the *_parked states: the held jobs parked as the claims leave them, their groups due later
+PARK_HELD_SQL = """
+WITH p AS (
+    UPDATE akadze_jobs SET parked = 'limit', limit_grp = CAST(jsonb_build_array(task, args -> 'k') AS text)
+    WHERE task = $1 AND state = 'queued'
+    RETURNING limit_grp
+)
+UPDATE akadze_limit_groups AS g SET due_at = now() + interval '1 second'
+FROM (SELECT DISTINCT p.limit_grp FROM p) AS d
+WHERE g.grp = d.limit_grp
 """
 #: point 2 and 3: one job of a key not seen before, enqueued behind the backlog
 SMALL_KEY_SQL = """
@@ -497,6 +517,8 @@ class Harness:
                     await conn.execute(HELD_SQL, count, task, queue, fp, max_attempts, keys)
                     if holder:
                         await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
+                    if state in PARKED_STATES:
+                        await conn.execute(PARK_HELD_SQL, task)
                     else:  # a fair share: nothing holds it; measured parked, before the drain
                         await conn.execute(PARK_SQL, task)
                 rec["held_jobs"] = count
@@ -546,7 +568,7 @@ class Harness:
                 rec["unfinished"] = await conn.fetchval(UNFINISHED_SQL)
             await conn.execute("VACUUM akadze_jobs")
             rec["claim_idle"] = await self.explain_claim(conn, args.slots, state)
-            if state in LIMITED and LIMITED[state][2] == 1 and LIMITED[state][3]:
+            if state in LIMITED and LIMITED[state][2] == 1 and LIMITED[state][3]:  # hot_key, hot_key_parked
                 await self.small_key(conn, state, rec)
         finally:
             await conn.close()

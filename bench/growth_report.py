@@ -85,6 +85,9 @@ def render(data: dict[str, Any]) -> str:
         "many_keys": f"(e3) {opt.get('held', 0):,} jobs of 10,000 keys held by a keyed limit (each key full)",
         "fair_key": f"(e4) {opt.get('held', 0):,} jobs of one key of a fair share (no ceiling), ahead",
         "limited_delayed_high": f"(e5) {opt['delayed']:,} delayed jobs at priority 1, claim_limited",
+        "held_parked": "(e6) as (e), the held jobs parked and vacuumed before the drain",
+        "held_1m_parked": "(e7) as (e1), the held jobs parked and vacuumed before the drain",
+        "hot_key_parked": "(e8) as (e2), the held jobs parked and vacuumed before the drain",
     }
     seen = list(dict.fromkeys(r["state"] for r in drains))
     for s in seen:
