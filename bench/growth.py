@@ -517,8 +517,8 @@ class Harness:
                     await conn.execute(HELD_SQL, count, task, queue, fp, max_attempts, keys)
                     if holder:
                         await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
-                    if state in PARKED_STATES:
-                        await conn.execute(PARK_HELD_SQL, task)
+                        if state in PARKED_STATES:
+                            await conn.execute(PARK_HELD_SQL, task)
                     else:  # a fair share: nothing holds it; measured parked, before the drain
                         await conn.execute(PARK_SQL, task)
                 rec["held_jobs"] = count
