@@ -272,7 +272,7 @@ class Worker:
         if completion.committed:
             # complete_tx wrote the outcome in the run's own transaction
             self.publisher.committed(job, self._timing.pop((job.id, job.run), None))
-            self.fetcher.nudge()
+            self.fetcher.committed(job)
         else:
             self.fetcher.finish(completion)
 

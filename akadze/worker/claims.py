@@ -28,6 +28,12 @@ ClaimCompleting = Callable[
 ]
 
 
+#: a full group is looked at again after this many poll intervals: for a place freed where no
+#: claim hears of it (every worker passes the limited jobs it ended, complete_tx's included, to
+#: its next claim, which looks at their groups at once; a rescue, a worker that stops claiming
+#: or a row changed by hand are found by this recheck). Many full groups (keys at their cap) are
+#: then looked at a tenth as often as at every poll
+RECHECK_POLLS = 10
 #: after a claim that parked jobs, the next claim reads this many entries of each queue's index
 #: beyond its size: a backlog of held jobs met at once is parked this many per claim, and the
 #: claims that follow each other until it is all parked reach the ready jobs behind it sooner
@@ -43,8 +49,8 @@ class LimitedClaim:
     Args:
         limits: the worker's tasks' limits, as the statement takes them.
         recheck_s: how long a full group waits before a claim looks at it again, when no end
-            this worker wrote tells it a place is free (an end written elsewhere: another
-            worker, a rescue, a cancel); the worker's poll interval.
+            a claiming worker wrote tells it a place is free (a rescue, a worker that stopped
+            claiming); RECHECK_POLLS poll intervals.
     """
 
     def __init__(self, limits: LimitParams, *, recheck_s: float) -> None:
@@ -80,13 +86,13 @@ class LimitedClaim:
 
 
 def choose_claim(app: Akadze, queues: Sequence[str], *, recheck_s: float = 1.0) -> Claim:
-    """The claim a worker of ``app`` runs: a :class:`LimitedClaim` if some task has a Limit,
-    else claim (claim_completing writing nothing)."""
+    """The claim a worker of ``app`` runs: a :class:`LimitedClaim` if some task has a Limit
+    (``recheck_s``: the worker's poll interval), else claim (claim_completing writing nothing)."""
     limits = limit_params(
         {name: task.options.limit for name, task in app.tasks.items() if task.options.limit}
     )
     if limits is not None:
-        return LimitedClaim(limits, recheck_s=recheck_s)
+        return LimitedClaim(limits, recheck_s=recheck_s * RECHECK_POLLS)
     return Queries.claim
 
 

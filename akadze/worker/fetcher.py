@@ -141,8 +141,13 @@ class Fetcher:
         self.outcomes.add(ended)
         self._wake.set()
 
-    def nudge(self) -> None:
-        """A slot may be free: look again (a claim runs only if jobs may be ready)."""
+    def committed(self, job: Job) -> None:
+        """``job``'s run wrote its own end (complete_tx): its slot is free, and so may be a
+        place in its limit (the next claim looks at its group first)."""
+        if job.task in self._limited:
+            self._hint = True
+            if isinstance(self.claim, LimitedClaim):
+                self.claim.ended([(job.id, job.task)])
         self._wake.set()
 
     def stop(self) -> None:

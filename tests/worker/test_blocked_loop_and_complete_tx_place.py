@@ -79,3 +79,24 @@ async def test_a_limited_jobs_place_frees_when_its_complete_tx_block_commits(app
         release.set()
         worker.stop()
         await serving
+
+
+async def test_a_place_a_complete_tx_block_freed_is_taken_at_the_next_claim(app: Akadze) -> None:
+    """The worker whose run's block wrote the end looks at the group at once, as after any end
+    it writes, not at the recheck (ten poll intervals: 5 minutes here)."""
+    started: list[int] = []
+
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None:
+        started.append(n)
+        async with current().complete_tx():
+            pass
+
+    await one.enqueue_many([{"n": 0}, {"n": 1}])
+    worker = Worker(app, slots=4, poll_interval=timedelta(seconds=30))
+    serving = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await wait_until(lambda: started == [0, 1], timeout=10)
+    finally:
+        worker.stop()
+        await serving
