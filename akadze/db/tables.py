@@ -123,7 +123,7 @@ Index(
         f"({', '.join(repr(s.value) for s in JobState if s is not JobState.RUNNING)})"
     ),
 )
-# a limit group's parked jobs in claim order (db/migrations/0013_limit_parking.sql)
+# a limit group's parked jobs in claim order (db/migrations/0015_limit_parking.sql)
 Index(
     "akadze_jobs_limit_parked_idx",
     jobs.c.limit_grp,
@@ -189,7 +189,7 @@ limit_groups = Table(
     Column("granted", Integer, nullable=False),
     Column("taken_by", Xid8, nullable=False),
     Column("taken_at", TIMESTAMP(timezone=True), nullable=False),
-    # when a claim should look at the group's parked jobs next (0013_limit_parking.sql)
+    # when a claim should look at the group's parked jobs next (0015_limit_parking.sql)
     Column("due_at", TIMESTAMP(timezone=True)),
 )
 Index(
