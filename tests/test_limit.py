@@ -425,7 +425,8 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
         database_url,
         "INSERT INTO akadze_jobs (task, queue, args) "
         "SELECT 'limited', 'default', jsonb_build_object('k', n % 100) FROM generate_series(1, 20000) AS n",
-        "INSERT INTO akadze_limit_groups (grp, running, starts, started, granted, taken_by, taken_at, due_at) "
+        "INSERT INTO akadze_limit_groups "
+        "(grp, running, starts, started, granted, taken_by, taken_at, due_at) "
         "SELECT CAST(jsonb_build_array('limited', n) AS text), 1, '{}', '{}', 1, CAST('1' AS xid8), now(), "
         "CASE WHEN n = 1 THEN now() END "
         "FROM generate_series(0, 999) AS n",
