@@ -8,6 +8,7 @@ import asyncio
 import functools
 import inspect
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -492,7 +493,7 @@ async def test_a_direct_claim_connection_plans_its_claim_once(app: Akadze, datab
 
     params = limit_params({"t": Limit(concurrency=1)})
     assert params is not None
-    claims = {
+    claims: dict[str, Callable[..., Awaitable[Any]]] = {
         "claim": functools.partial(Queries.claim, queues=["default"]),
         "claim_many": functools.partial(Queries.claim, queues=[f"q{n}" for n in range(MANY_QUEUES + 1)]),
         "claim_limited": functools.partial(Queries.claim_limited, queues=["default"], limits=params),
