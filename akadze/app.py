@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from uuid import uuid4
 
 import msgspec
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from typing_extensions import Unpack
 
@@ -22,8 +20,8 @@ from akadze import flow
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
-from akadze.db.raw import RawConnections
-from akadze.db.url import check_url, with_libpq_params
+from akadze.db.raw import RawConnections, drop_closed
+from akadze.db.url import check_url, for_writes, parse_url, with_libpq_params
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.events import Accept, Events, Kind, Subscriber, logs, tracing
 from akadze.hooks import Hooks
@@ -45,19 +43,17 @@ _MAX_OVERFLOW = 10
 _SERVER_SETTINGS = {"client_encoding": "UTF8"}
 
 
-def normalize_url(url: str) -> str:
-    """Accept postgresql://, postgres:// and postgresql+asyncpg://; asyncpg is the driver."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise ConfigError(
-            "database_url is not a valid URL; expected postgresql://user:password@host:5432/db"
-        ) from None
-    except ValueError:
-        # SQLAlchemy reads the port as a number while it parses
-        raise ConfigError("database_url: the port must be a number from 1 to 65535") from None
+def normalize_url(url: str, *, writes: bool = True) -> str:
+    """Accept postgresql://, postgres:// and postgresql+asyncpg://; asyncpg is the driver.
+
+    Several hosts (``h1:5432,h2:5433``) are moved to the query, where SQLAlchemy and asyncpg
+    read them (akadze.db.url); with ``writes`` such a URL that names no
+    ``target_session_attrs`` gets ``read-write``, so that its connections skip standbys.
+    """
+    parsed = parse_url(url)
     if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
-        return check_url(parsed.set(drivername="postgresql+asyncpg")).render_as_string(hide_password=False)
+        parsed = check_url(parsed.set(drivername="postgresql+asyncpg"))
+        return (for_writes(parsed) if writes else parsed).render_as_string(hide_password=False)
     raise ConfigError(
         f"database_url uses {parsed.drivername!r}; akadze needs PostgreSQL through asyncpg "
         "(postgresql:// or postgresql+asyncpg://)"
@@ -89,8 +85,9 @@ def create_engine(
             "server_settings": dict(_SERVER_SETTINGS),
         },
     )
-    # libpq parameters in the URL (sslmode, application_name...) are mapped at each connect
-    return with_libpq_params(engine)
+    # libpq parameters in the URL (sslmode, application_name...) are mapped at each connect;
+    # a pooled connection whose server went away is replaced at checkout (a failover)
+    return drop_closed(with_libpq_params(engine))
 
 
 class Akadze:

@@ -12,15 +12,27 @@ _TRANSIENT_CLASSES = ("08", "57P")
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03", "25006", "53300", "57014"})
 
 
-def sqlstate(exc: BaseException) -> str | None:
-    seen: set[int] = set()
+#: asyncpg's errors that mean "no server to be had right now", though they carry no SQLSTATE:
+#: every host of a multi-host URL answered, none as target_session_attrs asks (a failover
+#: between the old primary's demotion and the new one's promotion, or a standby not yet promoted)
+_TRANSIENT_DRIVER_ERRORS = frozenset({"TargetServerAttributeNotMatched"})
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps (its cause, SQLAlchemy's ``orig``), outermost first."""
+    found: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    while current is not None and all(current is not seen for seen in found):
+        found.append(current)
+        current = current.__cause__ or getattr(current, "orig", None)
+    return found
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    for current in _chain(exc):
         code = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
         if isinstance(code, str):
             return code
-        current = current.__cause__ or getattr(current, "orig", None)
     return None
 
 
@@ -29,6 +41,8 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OSError | ConnectionError | asyncio.TimeoutError | TimeoutError):
         return True
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    if any(type(inner).__name__ in _TRANSIENT_DRIVER_ERRORS for inner in _chain(exc)):
         return True
     code = sqlstate(exc)
     if code is not None:

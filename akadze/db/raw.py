@@ -4,6 +4,11 @@ and the asyncpg connection under a SQLAlchemy one (driver_connection, raw_connec
 Checking a connection out through SQLAlchemy's AsyncConnection costs three greenlet switches,
 about as much as the insert itself; this checks out the pool's connection directly, and an app
 that owns its engine keeps a couple checked out between calls (per event loop).
+
+A connection whose server went away (killed, or failed over to a standby) is closed by asyncpg
+as soon as the socket says so; such a connection is never handed out again, from the spares
+or from the pool (``drop_closed``), so the first statement after a failover goes to the new
+primary instead of failing on the old one.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
@@ -33,9 +40,7 @@ class RawConnections:
         if self._loop is not loop:
             # connections belong to the loop that opened them; those of an old loop are dropped
             self._loop, self._spare = loop, []
-        fairy = (
-            self._spare.pop() if self._spare else await greenlet_spawn(self.engine.sync_engine.raw_connection)
-        )
+        fairy = await self._spare_or_new()
         healthy = True
         try:
             yield fairy.driver_connection
@@ -51,12 +56,43 @@ class RawConnections:
             else:
                 await greenlet_spawn(fairy.close)
 
+    async def _spare_or_new(self) -> Any:
+        while self._spare:
+            fairy = self._spare.pop()
+            if not _closed(fairy.driver_connection):
+                return fairy
+            with contextlib.suppress(Exception):
+                fairy.invalidate()
+            with contextlib.suppress(Exception):
+                await greenlet_spawn(fairy.close)
+        return await greenlet_spawn(self.engine.sync_engine.raw_connection)
+
     async def close(self) -> None:
         spare, self._spare = self._spare, []
         if self._loop is not None and self._loop is asyncio.get_running_loop():
             for fairy in spare:
                 with contextlib.suppress(Exception):
                     await greenlet_spawn(fairy.close)
+
+
+def _closed(driver: Any) -> bool:
+    """Whether the asyncpg connection ``driver`` is closed (its server went away): a local
+    check, no round trip."""
+    is_closed = getattr(driver, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
+
+
+def drop_closed(engine: AsyncEngine) -> AsyncEngine:
+    """Make ``engine``'s pool replace, at checkout, a connection that is already closed (its
+    server died or failed over while it sat in the pool) instead of handing it out to fail
+    at its first statement. Returns ``engine``."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _replace_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if _closed(record.driver_connection):
+            raise DisconnectionError("the connection was closed while it sat in the pool")
+
+    return engine
 
 
 async def driver_connection(conn: AsyncConnection) -> Any:

@@ -22,6 +22,9 @@ class HeldConnection:
     """Checked out of the app's pool once and kept, so the hot path pays no checkout.
 
     ``raw()`` is the asyncpg connection under it, used in autocommit for single statements.
+    One that its server closed meanwhile (killed, or failed over) is dropped before use and
+    another checked out, which finds the new primary: the claim or outcome write that follows
+    a failover goes there instead of failing once on the dead server.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -30,13 +33,15 @@ class HeldConnection:
         self._raw: Any = None
 
     async def get(self) -> AsyncConnection:
+        if self._raw is not None and self._raw.is_closed():
+            await self.discard()
         if self._conn is None:
             self._conn = await self.engine.connect()
             self._raw = await driver_connection(self._conn)
         return self._conn
 
     async def raw(self) -> Any:
-        if self._raw is None:
+        if self._raw is None or self._raw.is_closed():
             await self.get()
         return self._raw
 

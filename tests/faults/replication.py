@@ -1,0 +1,306 @@
+"""A primary and a streaming standby of the test's own, from the machine's PostgreSQL binaries.
+
+The failover and read-replica tests need real servers that replicate: ``initdb`` for the
+primary, ``pg_basebackup -R`` for the standby (synchronous or not), then the primary killed
+as its host's death would kill it (SIGKILL to the postmaster's process group: the postmaster
+and every backend at once, nothing flushed or said goodbye) and the standby promoted with
+``pg_ctl promote``. The binaries are Debian's PostgreSQL 15 (``/usr/lib/postgresql/15/bin``,
+or ``AKADZE_FAILOVER_BINDIR``); as root they run as the user that akadze's embedded runner
+picks (a user namespace, else 'nobody'). Without them the tests skip, except where
+``AKADZE_REQUIRE_FAILOVER`` is set (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+from akadze.embedded.runner import Runner, runner_for
+
+from .pgbouncer import free_port
+
+DEBIAN_BINDIR = Path("/usr/lib/postgresql/15/bin")
+BINDIR_ENV = "AKADZE_FAILOVER_BINDIR"
+REQUIRE_ENV = "AKADZE_REQUIRE_FAILOVER"
+_TOOLS = ("initdb", "pg_ctl", "pg_basebackup", "postgres")
+
+#: every node's settings (the standby takes them with its base backup): durable, as a server
+#: that fails over must be; WAL kept for a standby that falls behind; quick to notice a dead peer
+_SETTINGS = """
+listen_addresses = '127.0.0.1'
+max_connections = 100
+wal_level = replica
+max_wal_senders = 10
+max_replication_slots = 10
+wal_keep_size = '256MB'
+hot_standby = on
+fsync = on
+synchronous_commit = on
+wal_receiver_timeout = '5s'
+wal_sender_timeout = '5s'
+wal_retrieve_retry_interval = '200ms'
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+"""
+
+
+def bindir() -> Path:
+    return Path(os.environ.get(BINDIR_ENV) or DEBIAN_BINDIR)
+
+
+def missing() -> str | None:
+    """Why the replicated servers cannot run here, or None."""
+    folder = bindir()
+    absent = [tool for tool in _TOOLS if not (folder / tool).is_file()]
+    if absent:
+        return (
+            f"{', '.join(absent)} not found in {folder} (apt-get install postgresql-15, or set {BINDIR_ENV})"
+        )
+    return None
+
+
+def skip_or_fail() -> str | None:
+    """The reason to skip, or None when the tests can run; raises where they must run (CI)."""
+    reason = missing()
+    if reason is not None and os.environ.get(REQUIRE_ENV):
+        raise RuntimeError(f"{REQUIRE_ENV} is set but the replicated servers cannot run: {reason}")
+    return reason
+
+
+@dataclass
+class Node:
+    """One server: its data folder, port and log."""
+
+    name: str
+    folder: Path
+    port: int
+    runner: Runner
+
+    @property
+    def pgdata(self) -> Path:
+        return self.folder / self.name
+
+    @property
+    def log(self) -> Path:
+        return self.folder / f"{self.name}.log"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.folder / f"{self.name}.sock"
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def _run(self, argv: list[str], what: str, timeout: float = 120.0) -> str:
+        result = self.runner.run(argv, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError(f"{what} ({self.name}): {(result.stderr or result.stdout).strip()}")
+        return result.stdout
+
+    def initdb(self) -> None:
+        self._run(
+            [
+                "initdb",
+                "-D",
+                str(self.pgdata),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-instructions",
+            ],
+            "initdb",
+        )
+        with (self.pgdata / "postgresql.conf").open("a") as conf:
+            conf.write(_SETTINGS)
+        with (self.pgdata / "pg_hba.conf").open("a") as hba:
+            hba.write("host replication postgres 127.0.0.1/32 trust\n")
+
+    def base_backup(self, source: Node) -> None:
+        """A standby of ``source``: its data copied with the WAL streamed, and told to follow."""
+        if self.pgdata.exists():
+            shutil.rmtree(self.pgdata)
+        conninfo = f"host=127.0.0.1 port={source.port} user=postgres application_name={self.name}"
+        self._run(
+            ["pg_basebackup", "-d", conninfo, "-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast"],
+            "pg_basebackup",
+        )
+
+    def start(self) -> None:
+        self.socket_dir.mkdir(exist_ok=True)
+        if self.runner.mode == "nobody":
+            os.chown(self.socket_dir, self.runner.uid, self.runner.gid)
+        options = f"-c port={self.port} -c unix_socket_directories='{self.socket_dir}'"
+        self._run(
+            ["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "-l", str(self.log), "-o", options, "start"],
+            "pg_ctl start",
+        )
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            return int((self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    async def kill(self) -> None:
+        """SIGKILL the postmaster and every backend at once (pg_ctl starts the postmaster in a
+        session of its own, so its process group is the whole server), and wait until the
+        postmaster is dead (a zombie or gone: its sockets are closed)."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
+    def promote(self) -> None:
+        self._run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "60", "promote"], "pg_ctl promote")
+
+    def stop(self) -> None:
+        """Best effort, for cleanup: an immediate stop, then a kill."""
+        if self.postmaster_pid() is None:
+            return
+        try:
+            self.runner.run(["pg_ctl", "-D", str(self.pgdata), "-w", "-t", "20", "-m", "immediate", "stop"])
+        except Exception:  # noqa: S110 (cleanup: the kill below ends it anyway)
+            pass
+        pid = self.postmaster_pid()
+        if pid is not None and _running(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+class Pair:
+    """A primary and one standby, which swap roles at each failover."""
+
+    def __init__(self, folder: Path, *, synchronous: bool) -> None:
+        runner = runner_for(bindir())
+        folder.mkdir(parents=True, exist_ok=True)
+        if runner.mode == "nobody":
+            os.chown(folder, runner.uid, runner.gid)
+        self.folder = folder
+        self.synchronous = synchronous
+        self.primary = Node("a", folder, free_port(), runner)
+        self.standby = Node("b", folder, free_port(), runner)
+        #: (kill, promote) monotonic times of each failover
+        self.failovers: list[tuple[float, float]] = []
+
+    @property
+    def nodes(self) -> list[Node]:
+        return sorted([self.primary, self.standby], key=lambda node: node.name)
+
+    def url(self, database: str, *, query: str = "target_session_attrs=read-write") -> str:
+        """akadze's URL of both servers, in a fixed order: the primary is whichever accepts."""
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        return f"postgresql://postgres@{hosts}/{database}" + (f"?{query}" if query else "")
+
+    async def start(self) -> None:
+        self.primary.initdb()
+        self.primary.start()
+        await self._attach_standby()
+
+    async def _attach_standby(self) -> None:
+        self.standby.base_backup(self.primary)
+        self.standby.start()
+        if self.synchronous:
+            await execute(
+                self.primary.dsn(), f"ALTER SYSTEM SET synchronous_standby_names = '{self.standby.name}'"
+            )
+        else:
+            await execute(self.primary.dsn(), "ALTER SYSTEM RESET synchronous_standby_names")
+        await execute(self.primary.dsn(), "SELECT pg_reload_conf()")
+        await self.wait_streaming()
+
+    async def wait_streaming(self, timeout: float = 60.0) -> None:
+        """Until the standby streams (and, when synchronous, is the synchronous one)."""
+        wanted = "sync" if self.synchronous else "async"
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = await fetch(
+                self.primary.dsn(),
+                "SELECT sync_state FROM pg_stat_replication "
+                "WHERE application_name = $1 AND state = 'streaming'",
+                self.standby.name,
+            )
+            if rows and rows[0]["sync_state"] == wanted:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"standby {self.standby.name} is not streaming ({wanted}) after {timeout} s"
+                )
+            await asyncio.sleep(0.1)
+
+    async def lag(self) -> dict[str, float]:
+        """The standby's lag behind the primary now: bytes not yet flushed or replayed there,
+        and the server's own time lags (seconds, 0 when idle)."""
+        rows = await fetch(
+            self.primary.dsn(),
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 AS flush_bytes, "
+            "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::float8 AS replay_bytes, "
+            "COALESCE(extract(epoch FROM flush_lag), 0)::float8 AS flush_s, "
+            "COALESCE(extract(epoch FROM replay_lag), 0)::float8 AS replay_s "
+            "FROM pg_stat_replication WHERE application_name = $1",
+            self.standby.name,
+        )
+        return dict(rows[0]) if rows else {}
+
+    async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]:
+        """Kill the primary, wait ``detect_s`` (a failover manager's detection), promote the
+        standby; the roles swap. Returns the monotonic times of the kill and of the promotion."""
+        await self.primary.kill()
+        killed = time.monotonic()
+        await asyncio.sleep(detect_s)
+        await asyncio.to_thread(self.standby.promote)
+        promoted = time.monotonic()
+        self.primary, self.standby = self.standby, self.primary
+        self.failovers.append((killed, promoted))
+        return killed, promoted
+
+    async def rejoin(self) -> None:
+        """Make the dead old primary a standby of the new one again (a fresh base backup)."""
+        await self._attach_standby()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return False
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+async def execute(dsn: str, statement: str) -> None:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def fetch(dsn: str, query: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn, timeout=10)
+    try:
+        return list(await conn.fetch(query, *args))
+    finally:
+        await conn.close()
