@@ -17,7 +17,7 @@ import typer
 
 from akadze.app import Akadze
 from akadze.app_path import choose_app_path, load_app
-from akadze.db.errors import is_transient, sqlstate
+from akadze.db.errors import is_transient, no_server_fits, sqlstate
 from akadze.errors import AkadzeError
 
 T = TypeVar("T")
@@ -70,8 +70,9 @@ def _database_failure(exc: Exception) -> str | None:
     code = sqlstate(exc) or ""
     if code == "42P01":
         return "error: the akadze schema is missing: run `akadze db migrate`"
-    if code.startswith(("28", "3D")):
-        # the server answered but refused the URL: a missing database, role or password
+    if code.startswith(("28", "3D")) or no_server_fits(exc):
+        # the server answered but refused the URL: a missing database, role or password; or
+        # every host answered and none is what target_session_attrs asks for
         return f"error: cannot connect to the database ({_reason(exc)}); check the database URL"
     if is_transient(exc):
         return f"error: cannot reach the database ({type(exc).__name__}); check the database URL"

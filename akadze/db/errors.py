@@ -28,6 +28,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return found
 
 
+def no_server_fits(exc: BaseException) -> bool:
+    """True when every host of the URL answered and none is what target_session_attrs asks
+    for: no primary for now (a failover under way), or a URL naming standbys only."""
+    return any(type(inner).__name__ in _TRANSIENT_DRIVER_ERRORS for inner in _chain(exc))
+
+
 def sqlstate(exc: BaseException) -> str | None:
     for current in _chain(exc):
         code = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
@@ -42,7 +48,7 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
-    if any(type(inner).__name__ in _TRANSIENT_DRIVER_ERRORS for inner in _chain(exc)):
+    if no_server_fits(exc):
         return True
     code = sqlstate(exc)
     if code is not None:
