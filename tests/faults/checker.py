@@ -192,22 +192,28 @@ async def check(
     effect_tasks: Iterable[str] = ("fault.work", "fault.tick"),
     seconds: float = 0.0,
     all_logged: bool = True,
+    records_dsn: str | None = None,
 ) -> Figures:
     """Read the jobs and the ledger and classify every job.
 
     Args:
         produced: the producers' log; with ``all_logged`` every job row must come from it.
         effect_tasks: tasks whose success must come with exactly one effect of the winning run.
+        records_dsn: where ``chk_exec`` and ``chk_fault`` are, when not beside the jobs.
     """
     conn = await asyncpg.connect(dsn)
     try:
         jobs = await conn.fetch(
             "SELECT id, task, state, attempt, max_attempts, run, args ->> 'key' AS key FROM akadze_jobs"
         )
-        execs = await conn.fetch("SELECT job_id, run, phase, pid, at FROM chk_exec ORDER BY id")
         transitions = await conn.fetch("SELECT * FROM chk_transition ORDER BY id")
         effects = await conn.fetch("SELECT job_id, run FROM chk_effect")
         duplicates = await conn.fetch("SELECT job_id FROM chk_dup_effect")
+    finally:
+        await conn.close()
+    conn = await asyncpg.connect(records_dsn or dsn)
+    try:
+        execs = await conn.fetch("SELECT job_id, run, phase, pid, at FROM chk_exec ORDER BY id")
         faults = await conn.fetch("SELECT kind, target, at FROM chk_fault ORDER BY id")
     finally:
         await conn.close()
@@ -246,6 +252,7 @@ def classify(
 
     def flag(name: str, job_id: int, count: int = 1) -> None:
         setattr(fig, name, getattr(fig, name) + count)
+        fig.details.setdefault(f"{name} ids", []).append(job_id)
         if len(examples[name]) < 5:
             examples[name].append(job_id)
 
@@ -261,6 +268,7 @@ def classify(
             fig.enqueued_ok += 1
             if not by_key.get(record.key):
                 fig.lost += 1
+                fig.details.setdefault("lost keys", []).append(record.key)
         elif record.outcome == "failed":
             fig.enqueued_failed += 1
             if by_key.get(record.key):

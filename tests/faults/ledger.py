@@ -7,6 +7,9 @@
   in ``chk_dup_effect`` (it can only commit if fencing failed).
 - ``chk_transition``: an audit trigger on ``akadze_jobs`` records every state or run change.
 - ``chk_fault``: what the harness did and when (database clock).
+
+The failover scenario keeps ``chk_exec`` and ``chk_fault`` in a database of another server
+(``install_records``): the servers it kills must not take the record of what ran with them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 import asyncpg
 
-DDL = """
+#: the records of what ran and what the harness did
+RECORDS = """
 CREATE TABLE IF NOT EXISTS chk_exec (
     id bigserial PRIMARY KEY,
     job_id bigint NOT NULL,
@@ -31,6 +35,18 @@ CREATE TABLE IF NOT EXISTS chk_exec (
 );
 CREATE INDEX IF NOT EXISTS chk_exec_job_idx ON chk_exec (job_id);
 
+CREATE TABLE IF NOT EXISTS chk_fault (
+    id bigserial PRIMARY KEY,
+    kind text NOT NULL,
+    target text NOT NULL,
+    detail text,
+    at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+"""
+
+#: what stays in the scenario's own database whatever holds the records above
+AUDIT = """
 CREATE TABLE IF NOT EXISTS chk_effect (
     job_id bigint PRIMARY KEY,
     key text NOT NULL UNIQUE,
@@ -60,13 +76,6 @@ CREATE TABLE IF NOT EXISTS chk_transition (
 );
 CREATE INDEX IF NOT EXISTS chk_transition_job_idx ON chk_transition (job_id);
 
-CREATE TABLE IF NOT EXISTS chk_fault (
-    id bigserial PRIMARY KEY,
-    kind text NOT NULL,
-    target text NOT NULL,
-    detail text,
-    at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
 
 CREATE OR REPLACE FUNCTION chk_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -93,12 +102,15 @@ CREATE TRIGGER chk_audit AFTER INSERT OR UPDATE ON akadze_jobs
     FOR EACH ROW EXECUTE FUNCTION chk_audit();
 """
 
+DDL = RECORDS + AUDIT
 
-async def install(dsn: str) -> None:
-    """Create the ledger tables and the audit trigger (akadze's schema must exist)."""
+
+async def install(dsn: str, ddl: str = DDL) -> None:
+    """Create the ledger tables and the audit trigger (akadze's schema must exist); with
+    ``ddl=AUDIT`` only what must live beside akadze's tables, with ``RECORDS`` the rest."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(DDL)
+        await conn.execute(ddl)
     finally:
         await conn.close()
 
