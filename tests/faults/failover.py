@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -36,7 +36,7 @@ from .app import build
 from .ledger import AUDIT, RECORDS, install
 from .pgserver import OwnServer
 from .producer import Producer
-from .replication import Pair, execute, fetch
+from .replication import fetch
 from .scenarios import drain, registered, stop_fleet
 from .supervisor import Supervisor, WorkerSpec
 
@@ -129,14 +129,14 @@ class Watcher:
     position reaches it, every commit acknowledged before ``t`` is safe from the primary's
     death. ``safe_until`` is the latest such ``t``."""
 
-    def __init__(self, pair: Pair) -> None:
-        self.pair = pair
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
         self.safe_until = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(self.pair.primary.dsn(), self.pair.standby.name)
+            self._run(self.cluster.primary_dsn(), self.cluster.standby_name)
         )
 
     async def stop(self) -> None:
@@ -189,11 +189,37 @@ async def _note(records_dsn: str, kind: str, target: str, detail: str, at: float
         await conn.close()
 
 
+class Cluster(Protocol):
+    """A primary and a standby that fail over: replication.Pair (the test promotes) or
+    autofailover.Formation (pg_auto_failover's monitor promotes)."""
+
+    synchronous: bool
+
+    @property
+    def manager(self) -> str: ...
+
+    @property
+    def primary_name(self) -> str: ...
+
+    @property
+    def standby_name(self) -> str: ...
+
+    def url(self, database: str) -> str: ...
+
+    def primary_dsn(self, database: str = "postgres") -> str: ...
+
+    async def lag(self) -> dict[str, float]: ...
+
+    async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]: ...
+
+    async def rejoin(self) -> None: ...
+
+
 async def failover_under_load(
+    cluster: Cluster,
     folder: Path,
     records: OwnServer,
     *,
-    synchronous: bool,
     failovers: int = 1,
     before_s: float = 5.0,
     after_s: float = 6.0,
@@ -203,26 +229,25 @@ async def failover_under_load(
     seed: int | None = None,
 ) -> checker.Figures:
     """Producers (one job per call, and five per transaction) and ``workers`` worker processes
-    on both servers' URL; ``failovers`` times: the primary killed, the standby promoted
-    ``detect_s`` later (a failover manager's detection), the dead one rebuilt as the new
-    standby before the next. Then drain, stop, and check."""
+    on the cluster's multi-host URL (database ``akadze``, which must exist); ``failovers``
+    times: the primary killed and the standby promoted (by the test ``detect_s`` later, or by
+    a monitor), the dead one rebuilt as the new standby before the next. Then drain, stop,
+    and check. The caller starts and stops the cluster."""
     seed = seed if seed is not None else random.randrange(2**32)
+    synchronous = cluster.synchronous
     mode = "synchronous" if synchronous else "asynchronous"
     started = time.monotonic()
-    pair = Pair(folder / "servers", synchronous=synchronous)
-    await pair.start()
     records_db = f"failover_{os.getpid()}_{next(_databases)}"
     await records.create_database(records_db)
     records_dsn = records.dsn(records_db)
     await install(records_dsn, RECORDS)
-    await execute(pair.primary.dsn(), "CREATE DATABASE akadze")
-    url = pair.url("akadze")
+    url = cluster.url("akadze")
     migrator = Akadze(database_url=url)
     try:
         await migrator.migrate()
     finally:
         await migrator.dispose()
-    await install(pair.primary.dsn("akadze"), AUDIT)
+    await install(cluster.primary_dsn("akadze"), AUDIT)
     spec = WorkerSpec(
         url,
         records_dsn,
@@ -237,20 +262,20 @@ async def failover_under_load(
         LoggedProducer("many", url, records_dsn, batch=5, pace_s=0.05, seed=seed + 1),
     ]
     stop = asyncio.Event()
-    extra: dict[str, Any] = {"seed": seed, "replication": mode}
+    extra: dict[str, Any] = {"seed": seed, "replication": mode, "failover by": cluster.manager}
     outages: list[dict[str, Any]] = []
     try:
         fleet.start()
-        await registered(pair.primary.dsn("akadze"), workers)
+        await registered(cluster.primary_dsn("akadze"), workers)
         running = [asyncio.create_task(producer.run(stop)) for producer in producers]
         for number in range(failovers):
-            watcher = Watcher(pair)
+            watcher = Watcher(cluster)
             watcher.start()
             await asyncio.sleep(before_s)
-            lag = await pair.lag()
-            dead, promoted_node = pair.primary.name, pair.standby.name
+            lag = await cluster.lag()
+            dead, promoted_node = cluster.primary_name, cluster.standby_name
             killed_at = time.time()
-            killed, promoted = await pair.fail_over(detect_s)
+            killed, promoted = await cluster.fail_over(detect_s)
             promoted_at = killed_at + (promoted - killed)
             await watcher.stop()
             await _note(records_dsn, "kill", f"postgres {dead}", f"failover {number + 1}", killed_at)
@@ -262,10 +287,10 @@ async def failover_under_load(
             )
             await asyncio.sleep(after_s)
             if number + 1 < failovers:
-                await pair.rejoin()
+                await cluster.rejoin()
         stop.set()
         await asyncio.gather(*running)
-        dsn = pair.primary.dsn("akadze")
+        dsn = cluster.primary_dsn("akadze")
         extra["drain s"] = round(await drain(dsn, 120), 1)
         extra |= await _services(dsn, workers, outages[-1]["promoted"])
         extra["worker deaths"] = sum(1 for worker in fleet.workers if not worker.alive)
@@ -283,7 +308,6 @@ async def failover_under_load(
         await fleet.stop()
         for producer in producers:
             await producer.app.dispose()
-        pair.stop()
     extra |= await _outage_figures(records_dsn, producers, outages, workers)
     extra["enqueue errors"] = {k: v for p in producers for k, v in p.errors.items()}
     await _bound_the_loss(fig, producers, outages, records_dsn, extra, synchronous=synchronous)
@@ -372,10 +396,8 @@ async def _bound_the_loss(
     with the primary, and how close to the kill their earlier run was."""
     gone = fig.details.get("lost keys", [])
     fig.details["outages"] = outages
-    fig.details["lost acks"] = {key: acked_at for key, acked_at in _acks(producers).items() if key in gone}
-    acked = {
-        key: call.ended for p in producers for call in p.calls if call.outcome == "ok" for key in call.keys
-    }
+    acked = _acks(producers)
+    fig.details["lost acks"] = {key: acked[key] for key in gone}
     before_kill: list[float] = []
     unexplained = 0
     for key in gone:

@@ -2,8 +2,8 @@
 
 The failover and read-replica tests need real servers that replicate: ``initdb`` for the
 primary, ``pg_basebackup -R`` for the standby (synchronous or not), then the primary killed
-as its host's death would kill it (SIGKILL to the postmaster's process group: the postmaster
-and every backend at once, nothing flushed or said goodbye) and the standby promoted with
+as its host's death would kill it (every process of the server SIGKILLed, nothing flushed or
+said goodbye: ``kill_server``) and the standby promoted with
 ``pg_ctl promote``. The binaries are Debian's PostgreSQL 15 (``/usr/lib/postgresql/15/bin``,
 or ``AKADZE_FAILOVER_BINDIR``); as root they run as the user that akadze's embedded runner
 picks (a user namespace, else 'nobody'). Without them the tests skip, except where
@@ -154,16 +154,12 @@ class Node:
             return None
 
     async def kill(self) -> None:
-        """SIGKILL the postmaster and every backend at once (pg_ctl starts the postmaster in a
-        session of its own, so its process group is the whole server), and wait until the
+        """Kill the whole server as its host's death would (kill_server), and wait until the
         postmaster is dead (a zombie or gone: its sockets are closed)."""
         pid = self.postmaster_pid()
         if pid is None:
             return
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
+        kill_server(pid)
         deadline = time.monotonic() + 10
         while _running(pid) and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
@@ -181,8 +177,7 @@ class Node:
             pass
         pid = self.postmaster_pid()
         if pid is not None and _running(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            kill_server(pid)
 
 
 class Pair:
@@ -203,6 +198,24 @@ class Pair:
     @property
     def nodes(self) -> list[Node]:
         return sorted([self.primary, self.standby], key=lambda node: node.name)
+
+    def primary_dsn(self, database: str = "postgres") -> str:
+        """A direct DSN of today's primary."""
+        return self.primary.dsn(database)
+
+    @property
+    def standby_name(self) -> str:
+        """The standby's application_name in the primary's pg_stat_replication."""
+        return self.standby.name
+
+    @property
+    def primary_name(self) -> str:
+        return self.primary.name
+
+    @property
+    def manager(self) -> str:
+        """Who fails over: the test itself (kill, a detection delay, pg_ctl promote)."""
+        return "the test (pg_ctl promote)"
 
     def url(self, database: str, *, query: str = "target_session_attrs=read-write") -> str:
         """akadze's URL of both servers, in a fixed order: the primary is whichever accepts."""
@@ -246,18 +259,8 @@ class Pair:
             await asyncio.sleep(0.1)
 
     async def lag(self) -> dict[str, float]:
-        """The standby's lag behind the primary now: bytes not yet flushed or replayed there,
-        and the server's own time lags (seconds, 0 when idle)."""
-        rows = await fetch(
-            self.primary.dsn(),
-            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 AS flush_bytes, "
-            "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::float8 AS replay_bytes, "
-            "COALESCE(extract(epoch FROM flush_lag), 0)::float8 AS flush_s, "
-            "COALESCE(extract(epoch FROM replay_lag), 0)::float8 AS replay_s "
-            "FROM pg_stat_replication WHERE application_name = $1",
-            self.standby.name,
-        )
-        return dict(rows[0]) if rows else {}
+        """The standby's lag behind the primary now (replication.lag)."""
+        return await lag(self.primary_dsn(), self.standby_name)
 
     async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]:
         """Kill the primary, wait ``detect_s`` (a failover manager's detection), promote the
@@ -280,6 +283,35 @@ class Pair:
             node.stop()
 
 
+def kill_server(postmaster: int) -> None:
+    """SIGKILL a PostgreSQL server and every process of it, with no chance to answer anyone:
+    the postmaster is stopped first (it forks no new backend), then each of its children is
+    killed, then it. Its children are sessions of their own (PostgreSQL calls setsid in each),
+    so a signal to the postmaster's process group would leave them serving their clients."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(postmaster, signal.SIGSTOP)
+    for child in _children(postmaster):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(postmaster, signal.SIGKILL)
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            data = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2 :].split()
+        if int(fields[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     try:
@@ -288,6 +320,21 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+async def lag(dsn: str, standby: str) -> dict[str, float]:
+    """How far the standby named ``standby`` is behind the primary at ``dsn`` now: bytes not
+    yet flushed or replayed there, and the server's own time lags (seconds, 0 when idle)."""
+    rows = await fetch(
+        dsn,
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), flush_lsn)::float8 AS flush_bytes, "
+        "pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::float8 AS replay_bytes, "
+        "COALESCE(extract(epoch FROM flush_lag), 0)::float8 AS flush_s, "
+        "COALESCE(extract(epoch FROM replay_lag), 0)::float8 AS replay_s "
+        "FROM pg_stat_replication WHERE application_name = $1",
+        standby,
+    )
+    return dict(rows[0]) if rows else {}
 
 
 async def execute(dsn: str, statement: str) -> None:

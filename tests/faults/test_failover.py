@@ -1,0 +1,79 @@
+"""A failover under load on real servers (issue 30, point 4): a primary with a standby made by
+pg_basebackup, producers and 2 worker processes on a multi-host URL, the primary's server
+SIGKILLed and the standby promoted; nobody restarts or reconfigures anything of akadze's.
+
+With synchronous replication nothing acknowledged is lost and no run is repeated without a
+rescue, across two failovers (there and back). With asynchronous replication what is lost
+must have been acknowledged after the standby last held everything (bounded by the lag).
+The figures land in the test's output (``-s``) and in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from . import replication
+from .checker import markdown_table
+from .failover import failover_under_load
+from .pgserver import OwnServer
+from .replication import Pair, execute
+
+
+@pytest.fixture
+def can_replicate() -> None:
+    reason = replication.skip_or_fail()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+async def _pair(synchronous: bool) -> AsyncIterator[Pair]:
+    folder = Path(tempfile.mkdtemp(prefix="akadze-failover-"))
+    pair = Pair(folder / "servers", synchronous=synchronous)
+    try:
+        await pair.start()
+        await execute(pair.primary_dsn(), "CREATE DATABASE akadze")
+        yield pair
+    finally:
+        pair.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+async def sync_pair(can_replicate: None) -> AsyncIterator[Pair]:
+    async for pair in _pair(True):
+        yield pair
+
+
+@pytest.fixture
+async def async_pair(can_replicate: None) -> AsyncIterator[Pair]:
+    async for pair in _pair(False):
+        yield pair
+
+
+@pytest.mark.timeout(300)
+async def test_a_synchronous_standby_takes_over_with_nothing_acknowledged_lost(
+    sync_pair: Pair, own_server: OwnServer, scenario_folder: Path
+) -> None:
+    fig = await failover_under_load(sync_pair, scenario_folder, own_server, failovers=2)
+    print(markdown_table([fig]))
+    fig.assert_clean()
+    assert fig.extra["acknowledged enqueues lost"] == 0
+    assert fig.reruns_unjustified == 0 and fig.duplicate_effects == 0
+    assert fig.extra["workers claiming again"] == "4/4" and fig.extra["producers serving again"] == "4/4"
+
+
+@pytest.mark.timeout(300)
+async def test_an_asynchronous_standby_loses_at_most_what_the_lag_held(
+    async_pair: Pair, own_server: OwnServer, scenario_folder: Path
+) -> None:
+    fig = await failover_under_load(async_pair, scenario_folder, own_server, failovers=1)
+    print(markdown_table([fig]))
+    # lost, repeated runs and second effects are measured; a loss the lag does not explain
+    # (an enqueue acknowledged before the standby was seen to hold it) fails
+    fig.assert_clean()
+    assert fig.extra["workers claiming again"] == "2/2" and fig.extra["producers serving again"] == "2/2"
