@@ -366,7 +366,7 @@ async def _outage_figures(
         since_kill["workers"] += [row["first"] - killed for row in rows]
         since_promotion["workers"] += [row["first"] - promoted for row in rows]
     return {
-        "promotion s (after detection)": _spread([o["promoted"] - o["killed"] for o in outages]),
+        "promoted after the kill s": _spread([o["promoted"] - o["killed"] for o in outages]),
         "producers serving again": f"{back['producers']}/{len(producers) * len(outages)}",
         "workers claiming again": f"{back['workers']}/{workers * len(outages)}",
         "producers back after kill p50/max s": _spread(since_kill["producers"]),

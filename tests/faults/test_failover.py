@@ -5,7 +5,9 @@ SIGKILLed and the standby promoted; nobody restarts or reconfigures anything of 
 With synchronous replication nothing acknowledged is lost and no run is repeated without a
 rescue, across two failovers (there and back). With asynchronous replication what is lost
 must have been acknowledged after the standby last held everything (bounded by the lag).
-The figures land in the test's output (``-s``) and in docs/reliability.md.
+Once more with pg_auto_failover's monitor doing the failover (Debian's
+postgresql-15-auto-failover). The figures land in the test's output (``-s``) and in
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from . import replication
+from . import autofailover, replication
+from .autofailover import Formation
 from .checker import markdown_table
 from .failover import failover_under_load
 from .pgserver import OwnServer
@@ -55,6 +58,22 @@ async def async_pair(can_replicate: None) -> AsyncIterator[Pair]:
         yield pair
 
 
+@pytest.fixture
+async def formation(can_replicate: None) -> AsyncIterator[Formation]:
+    reason = autofailover.skip_or_fail()
+    if reason is not None:
+        pytest.skip(reason)
+    # its own folder, which pg_autoctl's user (postgres, as root) is given
+    folder = Path(tempfile.mkdtemp(prefix="akadze-autofailover-"))
+    cluster = Formation(folder)
+    try:
+        await cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.timeout(300)
 async def test_a_synchronous_standby_takes_over_with_nothing_acknowledged_lost(
     sync_pair: Pair, own_server: OwnServer, scenario_folder: Path
@@ -76,4 +95,18 @@ async def test_an_asynchronous_standby_loses_at_most_what_the_lag_held(
     # lost, repeated runs and second effects are measured; a loss the lag does not explain
     # (an enqueue acknowledged before the standby was seen to hold it) fails
     fig.assert_clean()
+    assert fig.extra["workers claiming again"] == "2/2" and fig.extra["producers serving again"] == "2/2"
+
+
+@pytest.mark.timeout(300)
+async def test_pg_auto_failover_promotes_and_nothing_acknowledged_is_lost(
+    formation: Formation, own_server: OwnServer, scenario_folder: Path
+) -> None:
+    """The monitor, not the test, notices the dead primary and promotes its standby; akadze
+    takes the URL the formation hands out as it is."""
+    # lost_after above its failover time (about 6 s here): no worker is declared lost meanwhile
+    fig = await failover_under_load(formation, scenario_folder, own_server, failovers=1, lost_after=15.0)
+    print(markdown_table([fig]))
+    fig.assert_clean()
+    assert fig.extra["acknowledged enqueues lost"] == 0
     assert fig.extra["workers claiming again"] == "2/2" and fig.extra["producers serving again"] == "2/2"
