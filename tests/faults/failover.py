@@ -21,7 +21,6 @@ import random
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,98 +28,16 @@ from typing import Any, Protocol
 import asyncpg
 
 from akadze import Akadze
-from akadze.db.errors import no_server_fits, sqlstate
 
 from . import checker
-from .app import build
 from .ledger import AUDIT, RECORDS, install
 from .pgserver import OwnServer
-from .producer import Producer
+from .producer import LoggedProducer
 from .replication import fetch
 from .scenarios import drain, registered, stop_fleet
 from .supervisor import Supervisor, WorkerSpec
 
 _databases = itertools.count()
-
-
-@dataclass
-class Call:
-    """One enqueue call of a producer: its jobs' keys, what came of it, and when."""
-
-    keys: list[str]
-    outcome: str  # ok, failed (nothing was sent), unknown (sent, no answer)
-    started: float
-    ended: float
-    ids: list[int] = field(default_factory=list)
-
-
-class LoggedProducer:
-    """Enqueues until stopped, one job per call (``enqueue``: a raw autocommit statement) or
-    ``batch`` jobs per transaction (``enqueue_many`` in a session), and logs every call."""
-
-    def __init__(
-        self, name: str, url: str, records_dsn: str, *, batch: int, pace_s: float, seed: int
-    ) -> None:
-        self.name = name
-        self.batch = batch
-        self.pace_s = pace_s
-        self.app, _ = build(url, records_dsn)
-        self.task = self.app.get_task("fault.work")
-        self.calls: list[Call] = []
-        self.errors: dict[str, int] = {}
-        self._rng = random.Random(seed)
-        self._session = Producer(self.app)
-
-    def _item(self, number: int) -> dict[str, Any]:
-        long = self._rng.random() < 0.05
-        return {
-            "key": f"{self.name}-{number}",
-            "ms": self._rng.randint(500, 1500) if long else self._rng.randint(0, 50),
-        }
-
-    async def run(self, stop: asyncio.Event) -> None:
-        for first in itertools.count(0, self.batch):
-            if stop.is_set():
-                return
-            items = [self._item(first + i) for i in range(self.batch)]
-            started = time.time()
-            if self.batch == 1:
-                call = await self._one(items[0], started)
-            else:
-                call = await self._many(items, started)
-            self.calls.append(call)
-            await asyncio.sleep(self.pace_s)
-
-    async def _one(self, item: dict[str, Any], started: float) -> Call:
-        try:
-            job = await self.task.enqueue(**item)
-        except Exception as exc:
-            self.errors[type(exc).__name__] = self.errors.get(type(exc).__name__, 0) + 1
-            # no connection was made (refused, no writable host, the server starting): nothing
-            # was sent; anything else may have been committed without its answer
-            never_sent = isinstance(exc, OSError) or no_server_fits(exc) or sqlstate(exc) == "57P03"
-            return Call([item["key"]], "failed" if never_sent else "unknown", started, time.time())
-        return Call([item["key"]], "ok", started, time.time(), [job.id])
-
-    async def _many(self, items: list[dict[str, Any]], started: float) -> Call:
-        before = len(self._session.log)
-        await self._session.enqueue("fault.work", items)
-        logged = self._session.log[before:]
-        self.errors = self._session.errors
-        return Call(
-            [record.key for record in logged],
-            logged[0].outcome,
-            started,
-            time.time(),
-            [record.job_id for record in logged if record.job_id is not None],
-        )
-
-    def records(self) -> list[checker.EnqueueRecord]:
-        found = []
-        for call in self.calls:
-            for index, key in enumerate(call.keys):
-                found.append(checker.EnqueueRecord(key, call.outcome, call.ids[index] if call.ids else None))
-        return found
 
 
 class Watcher:
