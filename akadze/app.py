@@ -10,18 +10,16 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
-from uuid import uuid4
 
-import msgspec
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from typing_extensions import Unpack
 
 from akadze import flow
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
+from akadze.db.engines import DEFAULT_POOL_SIZE, create_engine, normalize_url, read_engine_for
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
-from akadze.db.raw import RawConnections, drop_closed
-from akadze.db.url import check_url, for_writes, parse_url, with_libpq_params
+from akadze.db.raw import RawConnections
 from akadze.errors import ConfigError, DuplicateTaskError, MissingRegisterError, UnknownTaskError
 from akadze.events import Accept, Events, Kind, Subscriber, logs, tracing
 from akadze.hooks import Hooks
@@ -36,59 +34,7 @@ R = TypeVar("R")
 
 logger = logging.getLogger("akadze.app")
 
-_DEFAULT_POOL_SIZE = 5
-_MAX_OVERFLOW = 10
-#: asyncpg announces client_encoding as 'utf-8', the server reports UTF8: PgBouncer then sends a
-#: SET before each transaction it hands over (an extra round trip); spelled UTF8, none (scaling.md)
-_SERVER_SETTINGS = {"client_encoding": "UTF8"}
-
-
-def normalize_url(url: str, *, writes: bool = True) -> str:
-    """Accept postgresql://, postgres:// and postgresql+asyncpg://; asyncpg is the driver.
-
-    Several hosts (``h1:5432,h2:5433``) are moved to the query, where SQLAlchemy and asyncpg
-    read them (akadze.db.url); with ``writes`` such a URL that names no
-    ``target_session_attrs`` gets ``read-write``, so that its connections skip standbys.
-    """
-    parsed = parse_url(url)
-    if parsed.drivername in ("postgresql", "postgres", "postgresql+asyncpg"):
-        parsed = check_url(parsed.set(drivername="postgresql+asyncpg"))
-        return (for_writes(parsed) if writes else parsed).render_as_string(hide_password=False)
-    raise ConfigError(
-        f"database_url uses {parsed.drivername!r}; akadze needs PostgreSQL through asyncpg "
-        "(postgresql:// or postgresql+asyncpg://)"
-    )
-
-
-def create_engine(
-    url: str, *, pool_size: int = _DEFAULT_POOL_SIZE, prepared_statements: bool = False
-) -> AsyncEngine:
-    """An engine safe behind a pooler in transaction mode: no prepared statement is kept.
-
-    ``prepared_statements=True`` keeps asyncpg's and SQLAlchemy's statement caches (their
-    defaults): one round trip per statement instead of two, and plans reused. Only for a direct
-    connection or a pooler in session mode.
-    """
-    engine = create_async_engine(
-        normalize_url(url),
-        pool_size=pool_size,
-        max_overflow=_MAX_OVERFLOW,
-        json_deserializer=msgspec.json.decode,
-        # statement parameters hold task arguments: keep them out of SQLAlchemy's logs and errors
-        hide_parameters=True,
-        connect_args={"server_settings": dict(_SERVER_SETTINGS)}
-        if prepared_statements
-        else {
-            "statement_cache_size": 0,
-            "prepared_statement_cache_size": 0,
-            "prepared_statement_name_func": lambda: f"__akadze_{uuid4().hex}__",
-            "server_settings": dict(_SERVER_SETTINGS),
-        },
-    )
-    # libpq parameters in the URL (sslmode, application_name...) are mapped at each connect;
-    # a pooled connection whose server went away is replaced at checkout (a failover)
-    return drop_closed(with_libpq_params(engine))
-
+__all__ = ["Akadze", "Hooks", "create_engine", "normalize_url"]
 
 class Akadze:
     """The application: engine, tasks, hooks and schedules. There is no global instance.
@@ -101,6 +47,11 @@ class Akadze:
         retention: finished jobs and schedule runs older than this are deleted by the worker.
         prepared_statements: keep prepared statements on the connections of the engine created
             from database_url (faster; not behind a pooler in transaction mode). Default False.
+        read_database_url / read_engine: a streaming replica (at most one of the two) that
+            serves what only reads: job listings, ``jobs explain``, ``queues list``, ``workers
+            list``, the dashboard's pages, the metrics gauges. Every write, and every read that
+            must see the app's own writes (get_job, wait_for, a worker's reads), goes to the
+            primary. The engine built from read_database_url is the app's (disposed with it).
     """
 
     def __init__(
@@ -113,6 +64,8 @@ class Akadze:
         retention: timedelta = timedelta(days=7),
         max_args_bytes: int = DEFAULT_MAX_ARGS_BYTES,
         prepared_statements: bool = False,
+        read_database_url: str | None = None,
+        read_engine: AsyncEngine | None = None,
     ) -> None:
         if (database_url is None) == (engine is None):
             raise ConfigError("pass exactly one of database_url or engine")
@@ -149,10 +102,16 @@ class Akadze:
             assert database_url is not None
             self._engine = create_engine(
                 database_url,
-                pool_size=pool_size or _DEFAULT_POOL_SIZE,
+                pool_size=pool_size or DEFAULT_POOL_SIZE,
                 prepared_statements=prepared_statements,
             )
             self._owns_engine = True
+        self._read_engine, self._owns_read_engine = read_engine_for(
+            read_database_url,
+            read_engine,
+            pool_size=pool_size or DEFAULT_POOL_SIZE,
+            prepared_statements=prepared_statements,
+        )
         self.raw_connections = RawConnections(self._engine, keep=2 if self._owns_engine else 0)
         self.grace = grace
         self.retention = retention
@@ -181,6 +140,11 @@ class Akadze:
     def owns_engine(self) -> bool:
         return self._owns_engine
 
+    @property
+    def read_engine(self) -> AsyncEngine:
+        """Where what only reads goes: the replica's engine, or the app's own without one."""
+        return self._read_engine or self._engine
+
     def subscribe(
         self, callback: Subscriber, *, kinds: Iterable[Kind] | None = None, accept: Accept | None = None
     ) -> Callable[[], None]:
@@ -200,6 +164,8 @@ class Akadze:
         """Close the engine if the app created it; a borrowed engine is left alone."""
         await asyncio.to_thread(self.events.close)
         await self.raw_connections.close()
+        if self._owns_read_engine and self._read_engine is not None:
+            await self._read_engine.dispose()
         if self._owns_engine:
             await self._engine.dispose()
 

@@ -47,6 +47,12 @@ URL = "postgresql://akadze:secret@localhost:5432/akadze"
         ({"database_url": URL, "retention": 7}, "retention"),
         ({"database_url": URL, "grace": timedelta(days=8)}, "shorter than retention"),
         ({"engine": "not an engine"}, "AsyncEngine"),
+        ({"database_url": URL, "read_database_url": URL, "read_engine": "e"}, "at most one of read_"),
+        ({"database_url": URL, "read_engine": "not an engine"}, "read_engine must be a SQLAlchemy"),
+        (
+            {"database_url": URL, "read_database_url": "postgresql://u@h1:1,h2:x/db"},
+            "read_database_url: the port",
+        ),
     ],
     ids=[
         "neither-url-nor-engine",
@@ -60,6 +66,9 @@ URL = "postgresql://akadze:secret@localhost:5432/akadze"
         "retention-not-timedelta",
         "grace-not-shorter-than-retention",
         "engine-of-the-wrong-type",
+        "both-read-url-and-read-engine",
+        "read-engine-of-the-wrong-type",
+        "bad-read-url",
     ],
 )
 def test_bad_configuration_is_a_clear_value_error(kwargs: dict[str, Any], message: str) -> None:
@@ -97,6 +106,32 @@ async def test_the_app_owns_and_disposes_its_engine_but_never_a_borrowed_one(dat
             assert not app.owns_engine
             assert app.engine is borrowed
         async with borrowed.connect() as conn:
+            assert await conn.scalar(text("SELECT 1")) == 1
+    finally:
+        await borrowed.dispose()
+
+
+async def test_without_a_replica_reads_go_to_the_apps_own_engine(database_url: str) -> None:
+    async with Akadze(database_url=database_url) as app:
+        assert app.read_engine is app.engine
+
+
+async def test_a_replica_engine_is_owned_when_built_from_a_url_and_never_when_borrowed(
+    database_url: str,
+) -> None:
+    servers = "postgresql://u@h1:5432,h2:5433/db"
+    replica = Akadze(database_url=servers, read_database_url=servers)
+    # a replica's URL of several hosts keeps its own choice of server (any, unless it says)
+    assert "target_session_attrs" not in replica.read_engine.url.query
+    assert replica.engine.url.query["target_session_attrs"] == "read-write"
+    await replica.dispose()
+    borrowed = create_async_engine(database_url.replace("postgresql://", "postgresql+asyncpg://"))
+    try:
+        async with Akadze(database_url=database_url, read_engine=borrowed) as app:
+            assert app.read_engine is borrowed and app.engine is not borrowed
+            async with app.read_engine.connect() as conn:
+                assert await conn.scalar(text("SELECT 1")) == 1
+        async with borrowed.connect() as conn:  # not disposed with the app
             assert await conn.scalar(text("SELECT 1")) == 1
     finally:
         await borrowed.dispose()

@@ -103,6 +103,15 @@ UrlOption = Annotated[
     str | None,
     typer.Option("--database-url", help="PostgreSQL URL (or AKADZE_DATABASE_URL)."),
 ]
+ReadUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--read-database-url",
+        help="A replica to read from (or AKADZE_READ_DATABASE_URL beside AKADZE_DATABASE_URL); "
+        "an app names its own read_database_url.",
+    ),
+]
+READ_URL_ENV = "AKADZE_READ_DATABASE_URL"
 #: a second positional where a command takes the app only as --app: refused with a hint
 ExtraArgument = Annotated[str | None, typer.Argument(hidden=True, show_default=False)]
 
@@ -125,23 +134,32 @@ def app_for(positional: str | None, option: str | None, command: str) -> Akadze:
     return load_app(path)
 
 
-def database(positional: str | None, option: str | None, database_url: str | None) -> Akadze:
+def database(
+    positional: str | None,
+    option: str | None,
+    database_url: str | None,
+    read_database_url: str | None = None,
+) -> Akadze:
     """An Akadze on the database a command works on.
 
     Explicit before environment: ``--database-url``, then the app named on the command line,
-    then ``AKADZE_DATABASE_URL``, then ``AKADZE_APP``.
+    then ``AKADZE_DATABASE_URL``, then ``AKADZE_APP``. A replica to read from comes with a
+    URL: ``--read-database-url``, or ``AKADZE_READ_DATABASE_URL`` with ``AKADZE_DATABASE_URL``;
+    an app reads from the replica it was built with.
     """
     if database_url:
-        return Akadze(database_url=database_url)
+        return Akadze(database_url=database_url, read_database_url=read_database_url or None)
     named = choose_app_path(positional, option) if (positional or option) else None
     if named:
-        return load_app(named)
+        return _app_alone(named, read_database_url)
     url = os.environ.get("AKADZE_DATABASE_URL")
     if url:
-        return Akadze(database_url=url)
+        return Akadze(
+            database_url=url, read_database_url=read_database_url or os.environ.get(READ_URL_ENV) or None
+        )
     path = choose_app_path(None, None)
     if path:
-        return load_app(path)
+        return _app_alone(path, read_database_url)
     fail(
         2,
         "error: no database configured: pass --database-url or set AKADZE_DATABASE_URL "
@@ -149,11 +167,27 @@ def database(positional: str | None, option: str | None, database_url: str | Non
     )
 
 
-def with_conn(application: Akadze, action: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
-    """Run ``action(conn)`` in one transaction, then close the app's connections."""
+def _app_alone(path: str, read_database_url: str | None) -> Akadze:
+    if read_database_url:
+        fail(
+            2,
+            "error: --read-database-url goes with --database-url or AKADZE_DATABASE_URL; an app "
+            "reads from the replica it was built with (Akadze(..., read_database_url=...))",
+        )
+    return load_app(path)
+
+
+def with_conn(
+    application: Akadze, action: Callable[[Any], Coroutine[Any, Any, T]], *, read: bool = False
+) -> T:
+    """Run ``action(conn)`` in one transaction, then close the app's connections. ``read``:
+    the action only reads, on the app's read engine (its replica, if it has one)."""
 
     async def go() -> T:
         try:
+            if read:
+                async with application.read_engine.connect() as conn:
+                    return await action(conn)
             async with application.engine.begin() as conn:
                 return await action(conn)
         finally:

@@ -15,6 +15,7 @@ from akadze.cli.common import (
     JobIdArgument,
     Output,
     OutputOption,
+    ReadUrlOption,
     UrlOption,
     database,
     fail,
@@ -44,15 +45,17 @@ def list_jobs(
     limit: Annotated[int, typer.Option(min=1, max=10000, help="At most this many, newest first.")] = 50,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """List jobs as a table, newest first (--output json: an array of jobs, without arguments)."""
     from akadze.db.queries import Queries
 
-    application = database(app_path, app_option, database_url)
+    application = database(app_path, app_option, database_url, read_database_url)
     found: list[Job] = with_conn(
         application,
         lambda conn: Queries.list_jobs(conn, state=state, task=task, queue=queue, limit=limit),
+        read=True,
     )
     print_listing(
         output,
@@ -79,14 +82,15 @@ def show(
     args: Annotated[bool, typer.Option("--args", help="Also print the job's arguments.")] = False,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Show every field of a job (arguments only with --args; --output json: one object)."""
     from akadze.codec import encode_json
     from akadze.db.queries import Queries
 
-    wanted, application = _one_job("show", job, extra, app_option, database_url)
-    found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted))
+    wanted, application = _one_job("show", job, extra, app_option, database_url, read_database_url)
+    found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted), read=True)
     if found is None:
         fail(1, f"job {wanted} does not exist")
     if output is Output.JSON:
@@ -120,13 +124,18 @@ def show(
 
 
 def _one_job(
-    command: str, job: str, extra: str | None, app_option: str | None, database_url: str | None
+    command: str,
+    job: str,
+    extra: str | None,
+    app_option: str | None,
+    database_url: str | None,
+    read_database_url: str | None = None,
 ) -> tuple[int, Akadze]:
     """How every command on one job starts: refuse a second positional, read the id (exit 2
     when it is not one), then the database it works on."""
     refuse_extra(extra, f"jobs {command} ID")
     wanted = job_id(job)
-    return wanted, database(None, app_option, database_url)
+    return wanted, database(None, app_option, database_url, read_database_url)
 
 
 def job_document(job: Job, *, args: bool) -> dict[str, Any]:
@@ -146,14 +155,15 @@ def explain(
     extra: ExtraArgument = None,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Say why a job is where it is, from the database alone: delayed until when, its queue
     paused, no live worker serving it, held by its limit and by which jobs (with --app, which
     knows the limits), unknown to the live workers, running where since when, finished with
     which last error. Exit 1 when the job does not exist."""
-    wanted, application = _one_job("explain", job, extra, app_option, database_url)
-    found = with_conn(application, lambda conn: _explain(conn, wanted, application))
+    wanted, application = _one_job("explain", job, extra, app_option, database_url, read_database_url)
+    found = with_conn(application, lambda conn: _explain(conn, wanted, application), read=True)
     if found is None:
         fail(1, f"job {wanted} does not exist")
     if output is Output.JSON:

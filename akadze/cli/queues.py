@@ -13,6 +13,7 @@ from akadze.cli.common import (
     ExtraArgument,
     Output,
     OutputOption,
+    ReadUrlOption,
     UrlOption,
     database,
     handled,
@@ -32,6 +33,7 @@ def list_queues(
     app_path: AppArgument = None,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Per queue: paused, ready, delayed and running jobs, the oldest ready job's wait and the live
@@ -40,7 +42,7 @@ def list_queues(
     from akadze.db.queries import Queries
     from akadze.db.stats import QueueStats
 
-    application = database(app_path, app_option, database_url)
+    application = database(app_path, app_option, database_url, read_database_url)
     names = application.queues()
 
     async def read(conn: AsyncConnection) -> list[QueueStats]:
@@ -48,7 +50,7 @@ def list_queues(
 
     print_listing(
         output,
-        with_conn(application, read),
+        with_conn(application, read, read=True),
         ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST READY", "WORKERS"),
         lambda q: (
             q.name,

@@ -66,7 +66,7 @@ def list_schedules(
 
 async def _last_runs(application: Akadze, names: list[str]) -> tuple[datetime, dict[str, datetime | None]]:
     try:
-        async with application.engine.connect() as conn:
+        async with application.read_engine.connect() as conn:
             return await Queries.last_schedule_runs(conn, names)
     finally:
         await application.dispose()

@@ -12,6 +12,7 @@ from akadze.cli.common import (
     AppOption,
     Output,
     OutputOption,
+    ReadUrlOption,
     UrlOption,
     database,
     handled,
@@ -32,6 +33,7 @@ def list_workers(
     app_path: AppArgument = None,
     app_option: AppOption = None,
     database_url: UrlOption = None,
+    read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Every live worker (heartbeat within its lost_after): id, name, queues, slots, start, last
@@ -39,14 +41,14 @@ def list_workers(
     from akadze.db.queries import Queries
     from akadze.db.stats import LiveWorker
 
-    application = database(app_path, app_option, database_url)
+    application = database(app_path, app_option, database_url, read_database_url)
 
     async def read(conn: AsyncConnection) -> list[LiveWorker]:
         return await Queries.live_workers(conn, max_ids=0)
 
     print_listing(
         output,
-        with_conn(application, read),
+        with_conn(application, read, read=True),
         ("ID", "NAME", "QUEUES", "SLOTS", "STARTED", "HEARTBEAT", "RUNNING"),
         lambda w: (
             w.id,

@@ -356,8 +356,8 @@ def serve_worker_metrics(
     """Serve ``worker``'s metrics at ``http://host:port/metrics`` (port 0: any free port).
 
     Call it on the worker's event loop, before or while it runs: the queue gauges' query runs
-    there, on the app's engine. Raises ConfigError when prometheus-client is missing or the
-    address cannot be bound.
+    there, on the app's read engine (its replica, with read_database_url). Raises ConfigError
+    when prometheus-client is missing or the address cannot be bound.
     """
     client = _client()
     registry = registry if registry is not None else client.REGISTRY
@@ -389,11 +389,11 @@ def serve_worker_metrics(
 def _queue_stats(
     worker: Worker, loop: asyncio.AbstractEventLoop
 ) -> concurrent.futures.Future[Sequence[QueueStats]]:
-    """Starts the read on the worker's loop, on the app's engine (called from a scrape's thread)."""
+    """Starts the read on the worker's loop, on the app's read engine (from a scrape's thread)."""
     from akadze.db.queries import Queries
 
     async def read() -> Sequence[QueueStats]:
-        async with worker.app.engine.connect() as conn:
+        async with worker.app.read_engine.connect() as conn:
             return await Queries.queue_stats(conn, worker.queues)
 
     return asyncio.run_coroutine_threadsafe(read(), loop)

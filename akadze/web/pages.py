@@ -70,8 +70,9 @@ def settings(request: Request) -> Settings:
 
 @contextlib.asynccontextmanager
 async def reading(request: Request) -> AsyncIterator[AsyncConnection]:
-    """A connection to read what a page shows (the one place that chooses it)."""
-    async with settings(request).app.engine.connect() as conn:
+    """A connection to read what a page shows (the one place that chooses it): the app's
+    read engine, a streaming replica when it has one (read_database_url)."""
+    async with settings(request).app.read_engine.connect() as conn:
         yield conn
 
 

@@ -160,3 +160,10 @@ def test_codegen_of_a_missing_module_is_one_line_naming_it(args: tuple[str, ...]
     result = run(*args)
     assert_one_line(result, 2, "cannot import", "'no_such_module'")
     assert "side effects" not in result.output and "is_codegen" not in result.output
+
+
+def test_a_replica_url_beside_an_app_exits_2_with_one_line() -> None:
+    """An app reads from the replica it was built with: a second one on the command line
+    would be ignored, so it is refused."""
+    result = run("jobs", "list", "--app", "tests.apps.basic:app", "--read-database-url", "postgresql://r/db")
+    assert_one_line(result, 2, "--read-database-url goes with --database-url", "read_database_url")
