@@ -1,7 +1,8 @@
 """The long fault runs: ``python -m tests.faults.chaos [--scenario NAME ...] [--duration S]``.
 
 Starts its own PostgreSQL for the run (akadze's embedded launcher, loopback port; a durable
-one for the restart scenario), runs each scenario at its long size one after the other, and
+one for the restart scenario; a primary and a standby, or pg_auto_failover's formation, for
+the failover scenarios), runs each scenario at its long size one after the other, and
 prints one Markdown table of figures (docs/reliability.md shows the last one). Logs, the
 figures as JSON and the pgbouncer files stay in ``--out``. Exit status 1 if any scenario
 fails its criteria.
@@ -20,8 +21,10 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import flow_chaos, gil, herd, hostile_rows, pgbouncer, scenarios
+from . import autofailover, flow_chaos, gil, herd, hostile_rows, pgbouncer, replication, scenarios
+from .autofailover import Formation
 from .checker import Figures, markdown_table
+from .failover import failover_under_load
 from .pgserver import OwnServer
 
 Run = Callable[[scenarios.Env, float, "int | None"], Awaitable[Figures]]
@@ -92,29 +95,64 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
 }
 
 
+#: failovers on servers of their own (replication.Pair, or pg_auto_failover's formation): name ->
+#: synchronous replication, or None for pg_auto_failover (synchronous, its monitor promotes)
+FAILOVERS: dict[str, bool | None] = {"failover-sync": True, "failover-async": False, "failover-auto": None}
+
+
+async def _failover(
+    name: str, duration: float, seed: int | None, folder: Path, records: OwnServer
+) -> Figures:
+    """A failover about every 12 s of ``duration`` (5 s of load before, 6 s after, the dead
+    server rebuilt as the standby); pg_auto_failover's formation fails over once."""
+    synchronous = FAILOVERS[name]
+    if synchronous is None:
+        # a folder of its own, which pg_autoctl's user is given
+        formation = Formation(Path(tempfile.mkdtemp(prefix="akadze-autofailover-")))
+        try:
+            await formation.start()
+            return await failover_under_load(formation, folder, records, lost_after=15.0, seed=seed)
+        finally:
+            formation.stop()
+            shutil.rmtree(formation.folder, ignore_errors=True)
+    pair = replication.Pair(folder / "servers", synchronous=synchronous)
+    try:
+        await pair.start()
+        await replication.execute(pair.primary_dsn(), "CREATE DATABASE akadze")
+        return await failover_under_load(
+            pair, folder, records, failovers=max(1, int(duration // 12)), seed=seed
+        )
+    finally:
+        pair.stop()
+
+
 async def run(names: list[str], duration: float, seed: int | None, out: Path) -> list[Figures]:
     results: list[Figures] = []
     shared = OwnServer(out / "server", durable=False)
     shared.start()
     try:
         for index, name in enumerate(names):
-            fn, durable = SCENARIOS[name]
-            if name == "pgbouncer" and not pgbouncer.available():
-                print("chaos: pgbouncer is not installed; skipping that scenario", file=sys.stderr)
+            missing = _missing(name)
+            if missing is not None:
+                print(f"chaos: {missing}; skipping {name}", file=sys.stderr)
                 continue
             folder = out / name
             folder.mkdir(parents=True, exist_ok=True)
             print(f"chaos: {name} ...", file=sys.stderr, flush=True)
             began = time.monotonic()
-            own = OwnServer(out / f"server-{name}", durable=True) if durable else None
-            if own is not None:
-                own.start()
-            try:
-                env = await scenarios.own_env(own or shared, f"chaos_{index}_{name}", folder)
-                fig = await fn(env, duration, seed)
-            finally:
+            if name in FAILOVERS:
+                fig = await _failover(name, duration, seed, folder, shared)
+            else:
+                fn, durable = SCENARIOS[name]
+                own = OwnServer(out / f"server-{name}", durable=True) if durable else None
                 if own is not None:
-                    own.stop()
+                    own.start()
+                try:
+                    env = await scenarios.own_env(own or shared, f"chaos_{index}_{name}", folder)
+                    fig = await fn(env, duration, seed)
+                finally:
+                    if own is not None:
+                        own.stop()
             results.append(fig)
             (folder / "figures.json").write_text(
                 json.dumps(fig.summary() | {"unmet": fig.unmet}, default=str)
@@ -128,19 +166,28 @@ async def run(names: list[str], duration: float, seed: int | None, out: Path) ->
     return results
 
 
+def _missing(name: str) -> str | None:
+    """What a scenario needs and this machine lacks, or None."""
+    if name == "pgbouncer" and not pgbouncer.available():
+        return "pgbouncer is not installed"
+    if name in FAILOVERS:
+        return replication.missing() or (autofailover.missing() if FAILOVERS[name] is None else None)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.chaos", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--scenario",
         action="append",
-        choices=sorted(SCENARIOS),
+        choices=sorted([*SCENARIOS, *FAILOVERS]),
         help="run only this scenario (repeatable); all of them by default",
     )
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults per scenario")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault schedule")
     parser.add_argument("--out", type=Path, default=None, help="folder for logs and figures (kept)")
     args = parser.parse_args(argv)
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or [*SCENARIOS, *FAILOVERS]
     out = args.out or Path(tempfile.mkdtemp(prefix="akadze-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"chaos: logs and figures in {out}", file=sys.stderr)
