@@ -29,6 +29,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db import hosts
 from akadze.errors import ConfigError
 
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
@@ -54,6 +55,7 @@ _DSN_PARAMS = frozenset(
 _STARTUP_PARAMS = frozenset({"application_name", "options"})
 
 LIBPQ_PARAMS = _DSN_PARAMS | _STARTUP_PARAMS | {"connect_timeout"}
+_KEYWORD_PARAMS = frozenset({"connect_timeout", "target_session_attrs"})
 #: where the server is, when the URL's query says it (SQLAlchemy passes these to asyncpg itself)
 _SERVER_PARAMS = frozenset({"host", "port"})
 #: what libpq and asyncpg take for target_session_attrs
@@ -200,22 +202,30 @@ def libpq_query(url: URL) -> dict[str, str]:
 def connect_params(libpq: Mapping[str, Any]) -> dict[str, Any]:
     """``asyncpg.connect()`` keyword arguments that carry libpq parameters."""
     params: dict[str, Any] = {}
-    in_dsn = {key: value for key, value in libpq.items() if key != "connect_timeout"}
+    in_dsn = {
+        key: value for key, value in libpq.items() if key not in ("connect_timeout", "target_session_attrs")
+    }
     if in_dsn:
         params["dsn"] = "postgresql://?" + urlencode(in_dsn)
     if "connect_timeout" in libpq:
         params["timeout"] = float(libpq["connect_timeout"])
+    if "target_session_attrs" in libpq:
+        params["target_session_attrs"] = libpq["target_session_attrs"]
     return params
 
 
 def with_libpq_params(engine: AsyncEngine) -> AsyncEngine:
-    """Let ``engine`` connect with the libpq parameters of its URL; returns it."""
+    """Let ``engine`` connect with the libpq parameters of its URL, and to a URL's several
+    hosts one at a time (akadze.db.hosts); returns it."""
 
     @event.listens_for(engine.sync_engine, "do_connect")
     def _libpq(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
         libpq = {key: cparams.pop(key) for key in list(cparams) if key in LIBPQ_PARAMS}
         if libpq:
             cparams.update(connect_params({k: v if isinstance(v, str) else v[-1] for k, v in libpq.items()}))
+        if hosts.several(cparams):
+            # SQLAlchemy's asyncpg adapter connects with this instead of asyncpg.connect
+            cparams["async_creator_fn"] = hosts.connect_in_turn
 
     return engine
 
@@ -230,3 +240,27 @@ def asyncpg_dsn(url: URL) -> str:
     # given in the query, which asyncpg's DSN reads as libpq does
     keep.update({key: value for key, value in url.query.items() if key in _SERVER_PARAMS})
     return url.set(drivername="postgresql", query=keep).render_as_string(hide_password=False)
+
+
+def asyncpg_dsns(url: URL) -> list[tuple[str, str | None]]:
+    """What a process that does not load SQLAlchemy (the heartbeat's) connects with: DSNs to
+    try one after the other, each alone and each with the query that says whether its server
+    is what target_session_attrs asks for (akadze.db.hosts), or None to take any. One per host
+    of a URL with several, for each round (prefer-standby: standbys first); else the one DSN."""
+    servers = _query_servers(url)
+    if len(servers) < 2:
+        return [(asyncpg_dsn(url), None)]
+    wanted = libpq_query(url).get("target_session_attrs", "any")
+    rounds = ("standby", "any") if wanted == "prefer-standby" else (wanted,)
+    single = url.set(
+        query={
+            key: value
+            for key, value in url.query.items()
+            if key not in (*_SERVER_PARAMS, "target_session_attrs")
+        }
+    )
+    return [
+        (asyncpg_dsn(single.update_query_dict({"host": host, "port": str(port)})), hosts.CHECKS.get(attrs))
+        for attrs in rounds
+        for host, port in servers
+    ]

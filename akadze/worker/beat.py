@@ -39,22 +39,47 @@ def parent_state(pid: int) -> str | None:
 
 class Beat:
     def __init__(self, config: dict[str, Any]) -> None:
-        self.dsn: str = config["dsn"]
+        #: one DSN, or one per host of a URL with several, tried in turn, each with the query
+        #: that says whether its server will do (akadze.db.hosts), or None
+        self.dsns: list[tuple[str, str | None]] = [(dsn, check) for dsn, check in config["dsns"]]
         self.interval_s: float = config["interval_s"]
         self.heartbeat: tuple[str, list[Any]] = (config["heartbeat"][0], config["heartbeat"][1])
         self.register: tuple[str, list[Any]] = (config["register"][0], config["register"][1])
         self.conn: Any = None
 
     async def once(self) -> str:
-        import asyncpg
 
         if self.conn is None or self.conn.is_closed():
-            # no statement cache: a pooler in transaction mode may stand in front
-            self.conn = await asyncpg.connect(self.dsn, statement_cache_size=0, timeout=self.interval_s * 2)
+            self.conn = await self.connect()
         if await self.conn.fetchval(self.heartbeat[0], *self.heartbeat[1]) is not None:
             return "ok"
         await self.conn.execute(self.register[0], *self.register[1])
         return "lost"
+
+    async def connect(self) -> Any:
+        """The first DSN that connects, each within two intervals (a host that does not answer
+        must not keep the beats from the next one); the last error if none does."""
+        import asyncpg
+
+        async def one(dsn: str, check: str | None) -> Any:
+            # no statement cache: a pooler in transaction mode may stand in front
+            conn = await asyncpg.connect(dsn, statement_cache_size=0)
+            try:
+                if check is not None and not await conn.fetchval(check):
+                    raise LookupError("not the server target_session_attrs asks for")
+            except BaseException:
+                conn.terminate()
+                raise
+            return conn
+
+        last: BaseException | None = None
+        for dsn, check in self.dsns:
+            try:
+                return await asyncio.wait_for(one(dsn, check), self.interval_s * 2)
+            except Exception as exc:
+                last = exc
+        assert last is not None
+        raise last
 
     async def close(self) -> None:
         if self.conn is not None:
@@ -97,7 +122,9 @@ def main() -> None:
             if state in "Tt":
                 continue  # stopped (SIGSTOP, a debugger): it must look as dead as it is
             try:
-                line = loop.run_until_complete(asyncio.wait_for(beat.once(), beat.interval_s * 2))
+                # two intervals for the beat, and two more for each host tried before it
+                bound = beat.interval_s * 2 * (len(beat.dsns) + 1)
+                line = loop.run_until_complete(asyncio.wait_for(beat.once(), bound))
             except Exception as exc:
                 loop.run_until_complete(beat.close())
                 beat.conn = None

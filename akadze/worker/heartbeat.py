@@ -29,7 +29,7 @@ from sqlalchemy.pool import NullPool
 
 from akadze.db.queries import Queries, beat_statements
 from akadze.db.raw import raw_connection
-from akadze.db.url import asyncpg_dsn, with_libpq_params
+from akadze.db.url import asyncpg_dsns, with_libpq_params
 
 logger = logging.getLogger("akadze.worker")
 
@@ -88,7 +88,7 @@ class Heartbeat:
     def _start_process(self) -> bool:
         heartbeat, register = beat_statements(self.worker_id, self._register)
         config = {
-            "dsn": asyncpg_dsn(self.url),
+            "dsns": asyncpg_dsns(self.url),
             "interval_s": self.interval_s,
             "heartbeat": heartbeat,
             "register": register,

@@ -12,17 +12,24 @@ docs/reliability.md.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
-from . import autofailover, replication
+from akadze import Akadze
+from akadze.db.url import asyncpg_dsns
+from akadze.worker.beat import Beat
+
+from . import autofailover, pgbouncer, replication
 from .autofailover import Formation
 from .checker import markdown_table
 from .failover import failover_under_load
+from .pgbouncer import PgBouncer
 from .pgserver import OwnServer
 from .replication import Pair, execute
 
@@ -110,3 +117,48 @@ async def test_pg_auto_failover_promotes_and_nothing_acknowledged_is_lost(
     fig.assert_clean()
     assert fig.extra["acknowledged enqueues lost"] == 0
     assert fig.extra["workers claiming again"] == "2/2" and fig.extra["producers serving again"] == "2/2"
+
+
+@pytest.mark.timeout(120)
+async def test_a_pooler_in_front_of_each_server_hides_no_dead_primary(
+    async_pair: Pair, tmp_path: Path
+) -> None:
+    """PgBouncer in front of each server, the URL listing the poolers: after the primary dies,
+    its pooler still takes logins, announces the dead primary's parameters from its cache
+    (read-write) and holds every query. akadze asks each server what it is, within the host's
+    connect_timeout, so connections go to the new primary's pooler; so do the heartbeat
+    process's."""
+    if not pgbouncer.available():
+        pytest.skip("pgbouncer is not installed")
+    poolers = {
+        node.name: PgBouncer(tmp_path / node.name, "127.0.0.1", node.port) for node in async_pair.nodes
+    }
+    for pooler in poolers.values():
+        await pooler.start()
+    hosts = ",".join(f"127.0.0.1:{pooler.port}" for pooler in poolers.values())
+    app = Akadze(database_url=f"postgresql://postgres@{hosts}/akadze?connect_timeout=2")
+    try:
+        await app.migrate()
+        await async_pair.fail_over(detect_s=0.2)
+        await app.engine.dispose()  # the process starts afresh: every connection is new
+        promoted = async_pair.primary.port
+        async with asyncio.timeout(30):  # a pooler holding the query would hold it for 120 s
+            async with app.engine.connect() as conn:
+                assert await conn.scalar(text("SELECT inet_server_port()")) == promoted
+            unused = ["", []]  # the beat's statements: only its connection is looked at
+            config = {
+                "dsns": asyncpg_dsns(app.engine.url),
+                "interval_s": 1.0,
+                "heartbeat": unused,
+                "register": unused,
+            }
+            beat = Beat(config)
+            try:
+                raw = await beat.connect()
+                assert await raw.fetchval("SELECT inet_server_port()") == promoted
+            finally:
+                await beat.close()
+    finally:
+        await app.dispose()
+        for pooler in poolers.values():
+            await pooler.stop()
