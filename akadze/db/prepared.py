@@ -37,6 +37,20 @@ _names = itertools.count()
 #: (None: this driver would not parse it again)
 _described: weakref.WeakKeyDictionary[Any, dict[str, Any | None]] = weakref.WeakKeyDictionary()
 
+
+def _watch(conn: Any) -> None:
+    """Forget ``conn``'s statements when it closes (a failover, a lost server, a close). The
+    tables hold their connections weakly, but each statement holds its connection: without
+    this a closed connection and its statements would stay in them for good."""
+    if conn not in _by_connection and conn not in _described:
+        conn.add_termination_listener(_forget_connection)
+
+
+def _forget_connection(conn: Any) -> None:
+    _by_connection.pop(conn, None)
+    _described.pop(conn, None)
+
+
 #: a prepared statement the server no longer has, or whose plan no longer fits (a schema change)
 STALE = (asyncpg.exceptions.InvalidCachedStatementError, asyncpg.exceptions.InvalidSQLStatementNameError)
 
@@ -47,6 +61,7 @@ async def prepared(conn: Any, stmt: Statement) -> Any | None:
         known = _by_connection[conn]
     except KeyError:
         direct = conn.get_server_pid() == await conn.fetchval("SELECT pg_backend_pid()")
+        _watch(conn)
         known = _by_connection[conn] = {} if direct else None
     if known is None:
         return None
@@ -76,6 +91,7 @@ async def described(conn: Any, stmt: Statement) -> Any | None:
         found = await conn.prepare(stmt.pg, name="")
     if getattr(getattr(found, "_state", None), "prepared", True):
         found = None  # the driver would Bind a statement the server may not have: never use it
+    _watch(conn)
     _described.setdefault(conn, {})[stmt.name] = found
     return found
 

@@ -11,6 +11,7 @@ server, a primary: that shows the parameter reaches each of them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from akadze import Akadze
 from akadze.app import normalize_url
 from akadze.cli import app as cli
 from akadze.client import RemoteTask
+from akadze.db import prepared
 from akadze.db.errors import is_transient
 from akadze.db.url import asyncpg_dsns
 from akadze.errors import ConfigError
@@ -324,6 +326,10 @@ async def test_connections_whose_server_went_away_are_replaced_before_use(
         worker.stop()
         await running
         await app.dispose()
+    # their statements went with them: the tables of prepared statements hold no closed one
+    await asyncio.sleep(0.1)  # asyncpg calls a closed connection's listeners soon after
+    gc.collect()
+    assert not [conn for conn in [*prepared._by_connection, *prepared._described] if conn.is_closed()]
     failed = [
         r.getMessage() for r in caplog.records if "failed" in r.getMessage() or "could not" in r.getMessage()
     ]

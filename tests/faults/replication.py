@@ -258,6 +258,20 @@ class Pair:
                 )
             await asyncio.sleep(0.1)
 
+    async def wait_replayed(self, timeout: float = 30.0) -> None:
+        """Until the standby has replayed everything the primary wrote so far."""
+        target = (await fetch(self.primary_dsn(), "SELECT pg_current_wal_lsn()::text AS lsn"))[0]["lsn"]
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = await fetch(
+                self.standby.dsn(), "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn AS done", target
+            )
+            if rows[0]["done"]:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the standby has not replayed up to {target} after {timeout} s")
+            await asyncio.sleep(0.05)
+
     async def lag(self) -> dict[str, float]:
         """The standby's lag behind the primary now (replication.lag)."""
         return await lag(self.primary_dsn(), self.standby_name)

@@ -13,17 +13,23 @@ docs/reliability.md.
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from akadze import Akadze
+from akadze.db import prepared
 from akadze.db.url import asyncpg_dsns
+from akadze.worker import Worker
 from akadze.worker.beat import Beat
+from akadze.worker.pruner import pruner_service
+from tests.conftest import wait_until
 
 from . import autofailover, pgbouncer, replication
 from .autofailover import Formation
@@ -31,7 +37,7 @@ from .checker import markdown_table
 from .failover import failover_under_load
 from .pgbouncer import PgBouncer
 from .pgserver import OwnServer
-from .replication import Pair, execute
+from .replication import Pair, execute, fetch
 
 
 @pytest.fixture
@@ -162,3 +168,85 @@ async def test_a_pooler_in_front_of_each_server_hides_no_dead_primary(
         await app.dispose()
         for pooler in poolers.values():
             await pooler.stop()
+
+
+@pytest.mark.timeout(180)
+async def test_every_service_of_a_worker_finds_the_new_primary(sync_pair: Pair) -> None:
+    """After the failover, on the new primary: the fetcher claims and the completer writes,
+    the listener listens, the heartbeat process beats, the scheduler fires, the rescuer
+    rescues an orphaned job and the pruner deletes an expired one; and no statement stays
+    prepared on a connection to the dead server."""
+    app = Akadze(database_url=sync_pair.url("akadze"))
+    await app.migrate()
+    done: list[int] = []
+
+    @app.task("svc.echo", queue="svc")
+    async def echo(n: int) -> None:
+        done.append(n)
+
+    @app.periodic("svc.tick", every=timedelta(seconds=1), queue="svc")
+    async def tick() -> None: ...
+
+    worker = Worker(
+        app,
+        queues=["svc"],
+        lost_after=timedelta(seconds=6),
+        heartbeat_interval=timedelta(seconds=0.5),
+        poll_interval=timedelta(seconds=0.2),
+        rescue_interval=timedelta(seconds=0.5),
+    )
+    worker.services = [
+        service for service in worker.services if getattr(service, "__name__", "") != "pruner"
+    ] + [pruner_service(first_delay_s=0.0, interval_s=0.5)]
+    running = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        expired = await echo.enqueue(n=2)
+        orphan = await echo.using(queue="nobody").enqueue(n=3)
+        await wait_until(lambda: 2 in done, timeout=30)
+        await sync_pair.wait_replayed()
+        await sync_pair.fail_over(detect_s=0.5)
+        promoted = datetime.now(UTC)
+        dsn = sync_pair.primary_dsn("akadze")
+        # an orphan (its worker gone) and a job past retention, written on the new primary
+        await execute(
+            dsn,
+            "UPDATE akadze_jobs SET state = 'running', run = run + 1, attempt = attempt + 1, "
+            f"worker_id = gen_random_uuid(), started_at = now() WHERE id = {orphan.id}",
+        )
+        await execute(
+            dsn, f"UPDATE akadze_jobs SET finished_at = now() - interval '30 days' WHERE id = {expired.id}"
+        )
+        await echo.enqueue(n=4)
+
+        async def served() -> bool:
+            rows = await fetch(
+                dsn,
+                "SELECT (SELECT count(*) FROM akadze_jobs WHERE id = $1) = 0 AS pruned, "
+                "(SELECT errors -> -1 ->> 'type' FROM akadze_jobs WHERE id = $2) AS rescued, "
+                "(SELECT count(*) FROM akadze_workers WHERE heartbeat_at > $3) AS beating, "
+                "(SELECT count(*) FROM akadze_schedule_runs WHERE fire_at > $3) AS fired, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND query LIKE 'LISTEN %') AS listening",
+                expired.id,
+                orphan.id,
+                promoted,
+            )
+            row = rows[0]
+            return (
+                4 in done
+                and row["pruned"]
+                and row["rescued"] == "akadze.WorkerLost"
+                and row["beating"] == 1
+                and row["fired"] > 0
+                and row["listening"] == 1
+            )
+
+        await wait_until(served, timeout=60, interval=0.2)
+        assert worker._heartbeat is not None and worker._heartbeat.process is not None
+        gc.collect()
+        stale = [conn for conn in [*prepared._by_connection, *prepared._described] if conn.is_closed()]
+        assert not stale, "bound to the dead server"
+    finally:
+        worker.stop()
+        await running
+        await app.dispose()

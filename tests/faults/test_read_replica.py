@@ -54,19 +54,6 @@ async def pair() -> AsyncIterator[Pair]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def _replayed(pair: Pair) -> None:
-    """Until the standby has replayed everything the primary wrote so far."""
-    target = (await fetch(pair.primary_dsn(), "SELECT pg_current_wal_lsn()::text AS lsn"))[0]["lsn"]
-
-    async def caught_up() -> bool:
-        rows = await fetch(
-            pair.standby.dsn(), "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn AS done", target
-        )
-        return bool(rows[0]["done"])
-
-    await wait_until(caught_up, timeout=30)
-
-
 def cli_run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, list(args), env={"AKADZE_APP": "", "AKADZE_DATABASE_URL": ""})
     return result.exit_code, result.output
@@ -97,7 +84,7 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
     server.queues.cost_factor = 0.0  # read at every scrape
     try:
         await wait_until(lambda: _registered(pair), timeout=20)
-        await _replayed(pair)
+        await pair.wait_replayed()
         # a write sent to the replica fails loudly
         with pytest.raises(DBAPIError) as refused:
             async with app.read_engine.begin() as conn:
@@ -142,7 +129,7 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
         assert code == 0, out
 
         await execute(pair.standby.dsn(), "SELECT pg_wal_replay_resume()")
-        await _replayed(pair)
+        await pair.wait_replayed()
         code, out = await asyncio.to_thread(cli_run, "jobs", "show", str(fresh.id), *urls)
         assert code == 0 and "cancelled" in out, out
         assert value(samples(await scrape(server.port)), "akadze_queue_paused", queue="rr") == 1
