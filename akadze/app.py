@@ -36,6 +36,7 @@ logger = logging.getLogger("akadze.app")
 
 __all__ = ["Akadze", "Hooks", "create_engine", "normalize_url"]
 
+
 class Akadze:
     """The application: engine, tasks, hooks and schedules. There is no global instance.
 

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from akadze import Akadze
 from akadze.cli import app as cli
 from akadze.db.errors import sqlstate
-from akadze.metrics import serve_worker_metrics
+from akadze.events.metrics import serve_worker_metrics
 from akadze.testing import drain
 from akadze.web import create_app
 from akadze.worker import Worker
