@@ -192,10 +192,12 @@ class Formation:
     async def lag(self) -> dict[str, float]:
         return await lag(self.primary_dsn(), self.standby_name)
 
-    async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]:
+    async def fail_over(self, detect_s: float = 1.0, lag_s: float = 0.0) -> tuple[float, float]:
         """Kill the primary's node (its keeper, then its server, as the host's death would),
-        and wait until the monitor has the standby take writes. ``detect_s`` is the monitor's."""
+        and wait until the monitor has the standby take writes. ``detect_s`` is the monitor's;
+        ``lag_s`` is not offered (the standby is synchronous)."""
         dead, keeper = self.primary, self._keepers[self.primary]
+        killed = time.monotonic()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(keeper.pid, signal.SIGSTOP)  # no keeper restarts the server meanwhile
         pid = _postmaster(self._pgdata(dead))
@@ -203,7 +205,6 @@ class Formation:
             kill_server(pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(keeper.pid, signal.SIGKILL)
-        killed = time.monotonic()
         await self._until(
             lambda: self._state_is(self.standby, _WRITABLE), 120, "the monitor promotes the standby"
         )

@@ -96,16 +96,23 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
 
 
 #: failovers on servers of their own (replication.Pair, or pg_auto_failover's formation): name ->
-#: synchronous replication, or None for pg_auto_failover (synchronous, its monitor promotes)
-FAILOVERS: dict[str, bool | None] = {"failover-sync": True, "failover-async": False, "failover-auto": None}
+#: (synchronous replication, or None for pg_auto_failover, whose monitor promotes; seconds the
+#: standby is held behind before each kill)
+FAILOVERS: dict[str, tuple[bool | None, float]] = {
+    "failover-sync": (True, 0.0),
+    "failover-async": (False, 0.0),
+    "failover-async-lag": (False, 0.3),
+    "failover-auto": (None, 0.0),
+}
 
 
 async def _failover(
     name: str, duration: float, seed: int | None, folder: Path, records: OwnServer
 ) -> Figures:
     """A failover about every 12 s of ``duration`` (5 s of load before, 6 s after, the dead
-    server rebuilt as the standby); pg_auto_failover's formation fails over once."""
-    synchronous = FAILOVERS[name]
+    server rebuilt as the standby), the standby held behind as FAILOVERS says;
+    pg_auto_failover's formation fails over once."""
+    synchronous, lag_s = FAILOVERS[name]
     if synchronous is None:
         # a folder of its own, which pg_autoctl's user is given
         formation = Formation(Path(tempfile.mkdtemp(prefix="akadze-autofailover-")))
@@ -119,9 +126,8 @@ async def _failover(
     try:
         await pair.start()
         await replication.execute(pair.primary_dsn(), "CREATE DATABASE akadze")
-        return await failover_under_load(
-            pair, folder, records, failovers=max(1, int(duration // 12)), seed=seed
-        )
+        failovers = max(1, int(duration // 12))
+        return await failover_under_load(pair, folder, records, failovers=failovers, lag_s=lag_s, seed=seed)
     finally:
         pair.stop()
 
@@ -171,7 +177,7 @@ def _missing(name: str) -> str | None:
     if name == "pgbouncer" and not pgbouncer.available():
         return "pgbouncer is not installed"
     if name in FAILOVERS:
-        return replication.missing() or (autofailover.missing() if FAILOVERS[name] is None else None)
+        return replication.missing() or (autofailover.missing() if FAILOVERS[name][0] is None else None)
     return None
 
 

@@ -127,7 +127,7 @@ class Cluster(Protocol):
 
     async def lag(self) -> dict[str, float]: ...
 
-    async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]: ...
+    async def fail_over(self, detect_s: float = 1.0, lag_s: float = 0.0) -> tuple[float, float]: ...
 
     async def rejoin(self) -> None: ...
 
@@ -141,6 +141,7 @@ async def failover_under_load(
     before_s: float = 5.0,
     after_s: float = 6.0,
     detect_s: float = 1.0,
+    lag_s: float = 0.0,
     workers: int = 2,
     lost_after: float = 6.0,
     seed: int | None = None,
@@ -148,7 +149,8 @@ async def failover_under_load(
     """Producers (one job per call, and five per transaction) and ``workers`` worker processes
     on the cluster's multi-host URL (database ``akadze``, which must exist); ``failovers``
     times: the primary killed and the standby promoted (by the test ``detect_s`` later, or by
-    a monitor), the dead one rebuilt as the new standby before the next. Then drain, stop,
+    a monitor), the dead one rebuilt as the new standby before the next; with ``lag_s`` the
+    standby is held that far behind before each kill (Pair.fail_over). Then drain, stop,
     and check. The caller starts and stops the cluster."""
     seed = seed if seed is not None else random.randrange(2**32)
     synchronous = cluster.synchronous
@@ -180,6 +182,8 @@ async def failover_under_load(
     ]
     stop = asyncio.Event()
     extra: dict[str, Any] = {"seed": seed, "replication": mode, "failover by": cluster.manager}
+    if lag_s:
+        extra["standby held back before each kill s"] = lag_s
     outages: list[dict[str, Any]] = []
     try:
         fleet.start()
@@ -191,9 +195,9 @@ async def failover_under_load(
             await asyncio.sleep(before_s)
             lag = await cluster.lag()
             dead, promoted_node = cluster.primary_name, cluster.standby_name
-            killed_at = time.time()
-            killed, promoted = await cluster.fail_over(detect_s)
-            promoted_at = killed_at + (promoted - killed)
+            wall = time.time() - time.monotonic()  # the kill's and promotion's wall times
+            killed, promoted = await cluster.fail_over(detect_s, lag_s)
+            killed_at, promoted_at = wall + killed, wall + promoted
             await watcher.stop()
             await _note(records_dsn, "kill", f"postgres {dead}", f"failover {number + 1}", killed_at)
             await _note(

@@ -276,11 +276,20 @@ class Pair:
         """The standby's lag behind the primary now (replication.lag)."""
         return await lag(self.primary_dsn(), self.standby_name)
 
-    async def fail_over(self, detect_s: float = 1.0) -> tuple[float, float]:
+    async def fail_over(self, detect_s: float = 1.0, lag_s: float = 0.0) -> tuple[float, float]:
         """Kill the primary, wait ``detect_s`` (a failover manager's detection), promote the
-        standby; the roles swap. Returns the monotonic times of the kill and of the promotion."""
-        await self.primary.kill()
+        standby; the roles swap. Returns the monotonic times of the kill and of the promotion.
+
+        ``lag_s``: the standby is that far behind at the kill. The primary's WAL sender is
+        stopped (SIGSTOP) that long before it, so what commits meanwhile never leaves the
+        primary, as over a slow link (with synchronous replication those commits wait)."""
+        if lag_s:
+            senders = [pid for pid in _children(self.primary.postmaster_pid() or 0) if _is_walsender(pid)]
+            for pid in senders:
+                os.kill(pid, signal.SIGSTOP)
+            await asyncio.sleep(lag_s)
         killed = time.monotonic()
+        await self.primary.kill()
         await asyncio.sleep(detect_s)
         await asyncio.to_thread(self.standby.promote)
         promoted = time.monotonic()
@@ -324,6 +333,13 @@ def _children(parent: int) -> list[int]:
         if int(fields[1]) == parent:
             found.append(int(entry.name))
     return found
+
+
+def _is_walsender(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres: walsender")
+    except OSError:
+        return False
 
 
 def _running(pid: int) -> bool:
