@@ -100,6 +100,7 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
 #: standby is held behind before each kill)
 FAILOVERS: dict[str, tuple[bool | None, float]] = {
     "failover-sync": (True, 0.0),
+    "failover-sync-lag": (True, 0.3),
     "failover-async": (False, 0.0),
     "failover-async-lag": (False, 0.3),
     "failover-auto": (None, 0.0),
