@@ -123,14 +123,9 @@ async def _failover(
         finally:
             formation.stop()
             shutil.rmtree(formation.folder, ignore_errors=True)
-    pair = replication.Pair(folder / "servers", synchronous=synchronous)
-    try:
-        await pair.start()
-        await replication.execute(pair.primary_dsn(), "CREATE DATABASE akadze")
+    async with replication.running_pair(synchronous=synchronous) as pair:
         failovers = max(1, int(duration // 12))
         return await failover_under_load(pair, folder, records, failovers=failovers, lag_s=lag_s, seed=seed)
-    finally:
-        pair.stop()
 
 
 async def run(names: list[str], duration: float, seed: int | None, out: Path) -> list[Figures]:

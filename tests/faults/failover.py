@@ -379,24 +379,19 @@ def _ms_range(seconds: Sequence[float]) -> str:
 
 
 def _criteria(fig: checker.Figures, extra: dict[str, Any], *, failovers: int, workers: int) -> None:
-    fig.require(extra.get("worker deaths") == 0, "no worker process dies")
-    fig.require(
-        extra.get("graceful exits") == "/".join(["0"] * workers), "every worker exits 0 on SIGTERM at the end"
-    )
-    fig.require(
-        extra["workers claiming again"] == f"{workers * failovers}/{workers * failovers}",
-        "every worker claims again after every failover",
-    )
-    fig.require(
-        extra["producers serving again"] == f"{2 * failovers}/{2 * failovers}",
-        "every producer enqueues again after every failover",
-    )
-    fig.require(
-        extra["workers beating on the new primary"] == f"{workers}/{workers}",
-        "every heartbeat process beats on the new primary",
-    )
-    fig.require(
-        extra["listeners on the new primary"] == f"{workers}/{workers}",
-        "every listener listens on the new primary",
-    )
+    every, each = f"{workers * failovers}/{workers * failovers}", f"{workers}/{workers}"
+    wanted = [
+        ("worker deaths", 0, "no worker process dies"),
+        ("graceful exits", "/".join(["0"] * workers), "every worker exits 0 on SIGTERM at the end"),
+        ("workers claiming again", every, "every worker claims again after every failover"),
+        (
+            "producers serving again",
+            f"{2 * failovers}/{2 * failovers}",
+            "every producer enqueues again after every failover",
+        ),
+        ("workers beating on the new primary", each, "every heartbeat process beats on the new primary"),
+        ("listeners on the new primary", each, "every listener listens on the new primary"),
+    ]
+    for key, value, criterion in wanted:
+        fig.require(extra.get(key) == value, criterion)
     fig.require(extra["schedule fires after the promotion"] > 0, "the scheduler fires on the new primary")

@@ -17,7 +17,9 @@ import contextlib
 import os
 import shutil
 import signal
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -350,6 +352,21 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] not in (b"Z", b"X")
+
+
+@contextlib.asynccontextmanager
+async def running_pair(*, synchronous: bool, prefix: str = "akadze-failover-") -> AsyncIterator[Pair]:
+    """A started Pair in a folder of its own, with an empty database ``akadze``; stopped and
+    removed after the block."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    pair = Pair(folder / "servers", synchronous=synchronous)
+    try:
+        await pair.start()
+        await execute(pair.primary_dsn(), "CREATE DATABASE akadze")
+        yield pair
+    finally:
+        pair.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def lag(dsn: str, standby: str) -> dict[str, float]:

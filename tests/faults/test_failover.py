@@ -37,7 +37,7 @@ from .checker import markdown_table
 from .failover import failover_under_load
 from .pgbouncer import PgBouncer
 from .pgserver import OwnServer
-from .replication import Pair, execute, fetch
+from .replication import Pair, execute, fetch, running_pair
 
 
 @pytest.fixture
@@ -47,27 +47,15 @@ def can_replicate() -> None:
         pytest.skip(reason)
 
 
-async def _pair(synchronous: bool) -> AsyncIterator[Pair]:
-    folder = Path(tempfile.mkdtemp(prefix="akadze-failover-"))
-    pair = Pair(folder / "servers", synchronous=synchronous)
-    try:
-        await pair.start()
-        await execute(pair.primary_dsn(), "CREATE DATABASE akadze")
-        yield pair
-    finally:
-        pair.stop()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.fixture
 async def sync_pair(can_replicate: None) -> AsyncIterator[Pair]:
-    async for pair in _pair(True):
+    async with running_pair(synchronous=True) as pair:
         yield pair
 
 
 @pytest.fixture
 async def async_pair(can_replicate: None) -> AsyncIterator[Pair]:
-    async for pair in _pair(False):
+    async with running_pair(synchronous=False) as pair:
         yield pair
 
 

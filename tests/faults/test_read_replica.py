@@ -11,11 +11,8 @@ still applies (it went to the primary). Once replay resumes, the replica shows i
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -35,7 +32,7 @@ from tests.test_metrics import samples, scrape, value
 from tests.web.conftest import client_for, token
 
 from . import replication
-from .replication import Pair, execute, fetch
+from .replication import Pair, execute, fetch, running_pair
 
 
 @pytest.fixture
@@ -43,15 +40,8 @@ async def pair() -> AsyncIterator[Pair]:
     reason = replication.skip_or_fail()
     if reason is not None:
         pytest.skip(reason)
-    folder = Path(tempfile.mkdtemp(prefix="akadze-replica-"))
-    servers = Pair(folder / "servers", synchronous=False)
-    try:
-        await servers.start()
-        await execute(servers.primary_dsn(), "CREATE DATABASE akadze")
+    async with running_pair(synchronous=False, prefix="akadze-replica-") as servers:
         yield servers
-    finally:
-        servers.stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def cli_run(*args: str) -> tuple[int, str]:
