@@ -349,15 +349,21 @@ async def _bound_the_loss(
     if repeated:
         rows = await fetch(
             records_dsn,
-            "SELECT job_id, extract(epoch FROM min(at))::float8 AS first FROM chk_exec "
+            "SELECT job_id, array_agg(extract(epoch FROM at)::float8) AS times FROM chk_exec "
             "WHERE job_id = ANY($1::bigint[]) GROUP BY 1",
             repeated,
         )
-        gaps = [
-            min((o["killed"] - row["first"] for o in outages if o["killed"] >= row["first"]), default=0.0)
-            for row in rows
-        ]
-        extra["repeated: earlier run started ms before the kill"] = _ms_range(gaps)
+        # the kill that made a job run again has records of it on both sides; what was lost
+        # with the primary came after the last record before that kill
+        gaps = []
+        for row in rows:
+            for outage in outages:
+                before = [at for at in row["times"] if at <= outage["killed"]]
+                if before and len(before) < len(row["times"]):
+                    gaps.append(outage["killed"] - max(before))
+                    break
+        if gaps:
+            extra["repeated: earlier run's last record ms before the kill"] = _ms_range(gaps)
     fig.lost = unexplained
     fig.reruns_unjustified = 0
     fig.duplicate_effects = 0
