@@ -349,21 +349,29 @@ async def _bound_the_loss(
     if repeated:
         rows = await fetch(
             records_dsn,
-            "SELECT job_id, array_agg(extract(epoch FROM at)::float8) AS times FROM chk_exec "
+            "SELECT job_id, array_agg(phase ORDER BY at) AS phases, "
+            "array_agg(extract(epoch FROM at)::float8 ORDER BY at) AS times FROM chk_exec "
             "WHERE job_id = ANY($1::bigint[]) GROUP BY 1",
             repeated,
         )
-        # the kill that made a job run again has records of it on both sides; what was lost
-        # with the primary came after the last record before that kill
-        gaps = []
+        # when the earlier run started and ended against the kill after which the job ran
+        # again: its claim (it started soon after) or its outcome (written as it ended) was
+        # committed within the lag; negative: after the kill (a run that went on, or whose
+        # commit was acknowledged just before the kill and recorded just after)
+        starts, ends = [], []
         for row in rows:
+            records = list(zip(row["phases"], row["times"], strict=True))
             for outage in outages:
-                before = [at for at in row["times"] if at <= outage["killed"]]
-                if before and len(before) < len(row["times"]):
-                    gaps.append(outage["killed"] - max(before))
+                again = [at for phase, at in records if phase == "start" and at > outage["killed"]]
+                earlier = [(phase, at) for phase, at in records if again and at < again[0]]
+                if earlier and earlier[0][1] <= outage["killed"]:
+                    starts.append(outage["killed"] - earlier[0][1])
+                    ends.append(outage["killed"] - earlier[-1][1])
                     break
-        if gaps:
-            extra["repeated: earlier run's last record ms before the kill"] = _ms_range(gaps)
+        if starts:
+            extra["repeated: earlier run started / ended ms before the kill"] = (
+                f"{_ms_range(starts)} / {_ms_range(ends)}"
+            )
     fig.lost = unexplained
     fig.reruns_unjustified = 0
     fig.duplicate_effects = 0
