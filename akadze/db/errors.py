@@ -12,11 +12,10 @@ _TRANSIENT_CLASSES = ("08", "57P")
 _TRANSIENT_CODES = frozenset({"40001", "40P01", "55P03", "25006", "53300", "57014"})
 
 
-#: asyncpg's errors (and akadze.db.hosts') that mean "no server to be had right now", though
-#: they carry no SQLSTATE:
+#: asyncpg's errors that mean "no server to be had right now", though they carry no SQLSTATE:
 #: every host of a multi-host URL answered, none as target_session_attrs asks (a failover
 #: between the old primary's demotion and the new one's promotion, or a standby not yet promoted)
-_TRANSIENT_DRIVER_ERRORS = frozenset({"TargetServerAttributeNotMatched", "NotWanted"})
+_TRANSIENT_DRIVER_ERRORS = frozenset({"TargetServerAttributeNotMatched"})
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

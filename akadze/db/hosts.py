@@ -38,15 +38,9 @@ CHECKS = {
 }
 
 
-class NotWanted(Exception):
-    """The host answered, and is not what target_session_attrs asks for."""
-
-
 def next_host(exc: BaseException) -> bool:
     """Whether an error connecting to one host lets the next one be tried."""
-    if isinstance(
-        exc, OSError | TimeoutError | NotWanted | asyncpg.exceptions.TargetServerAttributeNotMatched
-    ):
+    if isinstance(exc, OSError | TimeoutError | asyncpg.exceptions.TargetServerAttributeNotMatched):
         return True
     if isinstance(exc, asyncpg.exceptions.InterfaceError | asyncpg.exceptions.ConnectionDoesNotExistError):
         return True  # the connection broke during the handshake
@@ -81,7 +75,8 @@ async def connect_in_turn(
                     )
                     try:
                         if attrs in CHECKS and not await conn.fetchval(CHECKS[attrs]):
-                            raise NotWanted(
+                            # asyncpg's own error for it: callers (is_transient) know it
+                            raise asyncpg.exceptions.TargetServerAttributeNotMatched(
                                 f"{name}:{number} is not what target_session_attrs={attrs} asks for"
                             )
                     except BaseException:
