@@ -74,7 +74,8 @@ def refused(request: Request, exc: Refused) -> Response:
 async def _not_applied(request: Request, job_id: int | None, raw: str, what: str) -> Response:
     job = None
     if job_id is not None:
-        async with reading(request) as conn:
+        # the state the action met, on the primary
+        async with reading(request, primary=True) as conn:
             job = await Queries.get_job(conn, job_id)
     shown = raw if len(raw) <= 40 else raw[:40] + "…"
     state = f"job {job_id} is {job.state.value}" if job is not None else f"there is no job {shown}"

@@ -69,10 +69,12 @@ def settings(request: Request) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def reading(request: Request) -> AsyncIterator[AsyncConnection]:
+async def reading(request: Request, *, primary: bool = False) -> AsyncIterator[AsyncConnection]:
     """A connection to read what a page shows (the one place that chooses it): the app's
-    read engine, a streaming replica when it has one (read_database_url)."""
-    async with settings(request).app.read_engine.connect() as conn:
+    read engine, a streaming replica when it has one (read_database_url); ``primary`` for a
+    read that must see what an action just did or refused (the replica may lag)."""
+    app = settings(request).app
+    async with (app.engine if primary else app.read_engine).connect() as conn:
         yield conn
 
 
