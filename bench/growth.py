@@ -498,6 +498,10 @@ class Harness:
         t0 = time.monotonic()
         dsn = await self.fresh(db)
         conn = await asyncpg.connect(dsn)
+        # as the worker's claim connection (generic_plans.sql): without it, a table of a million
+        # parked rows makes the claim's estimate pass jit_above_cost, and EXPLAIN times the JIT
+        # compilation (about 150-500 ms) that the worker never does
+        await conn.execute("SET jit = off")
         try:
             if state == "finished":
                 await conn.execute(FINISHED_SQL, args.finished, *self.row_args())
@@ -709,6 +713,7 @@ class Harness:
         total, chunk = args.memory_jobs, args.chunk
         dsn = await self.fresh(db)
         conn = await asyncpg.connect(dsn)
+        await conn.execute("SET jit = off")  # as the worker's claim connection (see drain)
         inserted = 0
         #: per sample, what the harness saw: load, the claim on the live table, vacuums and sizes
         seen: dict[int, dict[str, Any]] = {}
