@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from akadze import Akadze  # noqa: E402
 from akadze.db.queries import Queries  # noqa: E402
 from akadze.web import create_app  # noqa: E402
-from tests.faults.replication import Node, execute, running_pair  # noqa: E402
+from tests.faults.replication import Node, execute, processes, running_pair  # noqa: E402
 
 PAGES = ("/", "/jobs", "/queues", "/workers")
 TICK_S = os.sysconf("SC_CLK_TCK")
@@ -58,18 +58,10 @@ def cpu_s(node: Node) -> float:
     postmaster = node.postmaster_pid()
     assert postmaster is not None
     total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            data = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = data[data.rindex(b")") + 2 :].split()
-        pid, parent = int(entry.name), int(fields[1])
+    for pid, fields in processes().items():
         if pid == postmaster:
             total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-        elif parent == postmaster:
+        elif int(fields[1]) == postmaster:
             total += int(fields[11]) + int(fields[12])
     return total / TICK_S
 

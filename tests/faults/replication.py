@@ -322,8 +322,10 @@ def kill_server(postmaster: int) -> None:
         os.kill(postmaster, signal.SIGKILL)
 
 
-def _children(parent: int) -> list[int]:
-    found = []
+def processes() -> dict[int, list[bytes]]:
+    """Every process by pid, with the fields of its /proc/<pid>/stat after the command name
+    (state, ppid, ...: field 3 onwards of proc(5))."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -331,10 +333,12 @@ def _children(parent: int) -> list[int]:
             data = (entry / "stat").read_bytes()
         except OSError:
             continue
-        fields = data[data.rindex(b")") + 2 :].split()
-        if int(fields[1]) == parent:
-            found.append(int(entry.name))
+        found[int(entry.name)] = data[data.rindex(b")") + 2 :].split()
     return found
+
+
+def _children(parent: int) -> list[int]:
+    return [pid for pid, fields in processes().items() if int(fields[1]) == parent]
 
 
 def _is_walsender(pid: int) -> bool:
