@@ -1,6 +1,6 @@
 """The trends the dashboard draws, as typed values: per slot of time, the jobs that finished per
 final state and their run times' p50 and p95; per task and per queue, the same over a range.
-Built from the rows of job_trend.sql and job_trend_totals.sql; no IO here.
+Built from the rows of job_trend.sql; no IO here.
 
 Run times come from a sparse histogram (akadze_job_stats.run_buckets and run_counts, migration
 0014): bucket ``b`` holds the runs of ``2^(b/PER_DOUBLING)`` to ``2^((b+1)/PER_DOUBLING)``
@@ -12,11 +12,13 @@ within one bucket's width (19%) of the true one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+
+K = TypeVar("K")
 
 #: buckets per doubling of the run time (the rollup's SQL takes it as :per_doubling)
 PER_DOUBLING = 4
@@ -90,20 +92,25 @@ class TrendTotal(Outcomes, frozen=True, kw_only=True):
     queue: str | None
 
 
+def _split(
+    rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], K]
+) -> tuple[dict[K, dict[str, int]], dict[K, dict[int, int]]]:
+    """job_trend.sql's rows by ``key``: the jobs per final state, and the run-time histogram."""
+    jobs: dict[K, dict[str, int]] = {}
+    runs: dict[K, dict[int, int]] = {}
+    for row in rows:
+        if row["bucket"] is None:
+            jobs.setdefault(key(row), {})[row["state"]] = int(row["n"])
+        else:
+            runs.setdefault(key(row), {})[int(row["bucket"])] = int(row["n"])
+    return jobs, runs
+
+
 def trend_of(
     rows: Iterable[Mapping[str, Any]], since: datetime, slot: timedelta, count: int
 ) -> list[TrendSlot]:
-    """The ``count`` slots from ``since`` (empty ones too), from job_trend.sql's rows."""
-    jobs: dict[int, dict[str, int]] = {}
-    runs: dict[int, dict[int, int]] = {}
-    for row in rows:
-        at = int(row["slot"])
-        if not 0 <= at < count:
-            continue
-        if row["bucket"] is None:
-            jobs.setdefault(at, {})[row["state"]] = int(row["n"])
-        else:
-            runs.setdefault(at, {})[int(row["bucket"])] = int(row["n"])
+    """The ``count`` slots from ``since`` (empty ones too), from job_trend.sql's rows by slot."""
+    jobs, runs = _split(rows, lambda row: int(row["slot"]))
     slots = []
     for n in range(count):
         states, histogram = jobs.get(n, {}), runs.get(n, {})
@@ -112,15 +119,9 @@ def trend_of(
 
 
 def totals_of(rows: Iterable[Mapping[str, Any]]) -> tuple[list[TrendTotal], list[TrendTotal]]:
-    """Per (task, queue) and per queue, from job_trend_totals.sql's rows; the busiest first."""
-    jobs: dict[tuple[str, str], dict[str, int]] = {}
-    runs: dict[tuple[str, str], dict[int, int]] = {}
-    for row in rows:
-        key = (row["task"], row["queue"])
-        if row["bucket"] is None:
-            jobs.setdefault(key, {})[row["state"]] = int(row["n"])
-        else:
-            runs.setdefault(key, {})[int(row["bucket"])] = int(row["n"])
+    """Per (task, queue) and per queue, from job_trend.sql's rows by queue and task; the busiest
+    first."""
+    jobs, runs = _split(rows, lambda row: (str(row["task"]), str(row["queue"])))
     tasks = [
         _total(task, queue, jobs.get((task, queue), {}), runs.get((task, queue), {})) for task, queue in jobs
     ]

@@ -53,10 +53,10 @@ async def trends(request: Request) -> Response:
         until = _ceil(mark, slot)
         count = round(span / slot)
         since = until - count * slot
-        slots = await Queries.job_trend(
+        slots = await Queries.trend_slots(
             conn, since=since, slot=slot, count=count, hourly=hourly, queue=chosen.queue, task=chosen.task
         )
-        by_task, by_queue = await Queries.job_trend_totals(conn, since=since, until=mark, hourly=hourly)
+        by_task, by_queue = await Queries.trend_totals(conn, since=since, until=mark, hourly=hourly)
     _, where = zone_of(request)
     label = charts.labeller(span.total_seconds(), where)
     whose = " of " + ", ".join(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -66,6 +67,30 @@ class TrendQueries:
         conn: Connection,
         *,
         since: datetime,
+        until: datetime,
+        hourly: bool,
+        slot: timedelta | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+    ) -> Sequence[Mapping[str, Any]]:
+        """job_trend.sql's rows from ``since`` to ``until``: per ``slot`` (of the queue and task
+        given, None: any), or per queue and task without a slot."""
+        params: dict[str, Any] = {
+            "since": since,
+            "until": until,
+            "slot_s": (slot or timedelta(minutes=1)).total_seconds(),
+            "by_slot": slot is not None,
+            "hourly": hourly,
+            "queue": queue,
+            "task": task,
+        }
+        return await fetch(conn, statement("job_trend"), params)
+
+    @staticmethod
+    async def trend_slots(
+        conn: Connection,
+        *,
+        since: datetime,
         slot: timedelta,
         count: int,
         hourly: bool,
@@ -73,20 +98,14 @@ class TrendQueries:
         task: str | None = None,
     ) -> list[TrendSlot]:
         """``count`` slots of ``slot`` from ``since``, of the queue and task given (None: any)."""
-        params: dict[str, Any] = {
-            "since": since,
-            "until": since + count * slot,
-            "slot_s": slot.total_seconds(),
-            "hourly": hourly,
-            "queue": queue,
-            "task": task,
-        }
-        return trend_of(await fetch(conn, statement("job_trend"), params), since, slot, count)
+        rows = await TrendQueries.job_trend(
+            conn, since=since, until=since + count * slot, hourly=hourly, slot=slot, queue=queue, task=task
+        )
+        return trend_of(rows, since, slot, count)
 
     @staticmethod
-    async def job_trend_totals(
+    async def trend_totals(
         conn: Connection, *, since: datetime, until: datetime, hourly: bool
     ) -> tuple[list[TrendTotal], list[TrendTotal]]:
         """Per task (and its queue) and per queue, from ``since`` to ``until``; the busiest first."""
-        params = {"since": since, "until": until, "hourly": hourly}
-        return totals_of(await fetch(conn, statement("job_trend_totals"), params))
+        return totals_of(await TrendQueries.job_trend(conn, since=since, until=until, hourly=hourly))

@@ -1,8 +1,9 @@
--- job_trend: the trends' series: per slot of :slot_s seconds from :since to :until (slot 0
--- starts at :since), the jobs finished per final state (bucket NULL), and the summed run-time
--- histogram (state NULL, one row per bucket). Of the queue :queue and the task :task (NULL: any).
--- With :hourly, hour rows up to the rollup's hours_until and minute rows after it; else minute
--- rows. Reads ranges of akadze_job_stats's primary key; never akadze_jobs.
+-- job_trend: the trends' figures from :since to :until, of the queue :queue and the task :task
+-- (NULL: any): the jobs finished per final state (bucket NULL) and the summed run-time histogram
+-- (state NULL, one row per bucket). With :by_slot, per slot of :slot_s seconds (slot 0 starts at
+-- :since; queue and task NULL): the charts' series; else per queue and task (slot NULL): the
+-- table. With :hourly, hour rows up to the rollup's hours_until and minute rows after it; else
+-- minute rows. Reads ranges of akadze_job_stats's primary key; never akadze_jobs.
 WITH mark AS (
     SELECT coalesce(
         (SELECT m.hours_until FROM akadze_job_stats_mark AS m WHERE m.id = 1),
@@ -11,10 +12,12 @@ WITH mark AS (
 ),
 picked AS (
     SELECT
-        CAST(floor(
+        CASE WHEN CAST(:by_slot AS boolean) THEN CAST(floor(
             (date_part('epoch', s.at) - date_part('epoch', CAST(:since AS timestamptz)))
             / CAST(:slot_s AS double precision)
-        ) AS integer) AS slot,
+        ) AS integer) END AS slot,
+        CASE WHEN NOT CAST(:by_slot AS boolean) THEN s.queue END AS queue,
+        CASE WHEN NOT CAST(:by_slot AS boolean) THEN s.task END AS task,
         s.state,
         s.jobs,
         s.run_buckets,
@@ -40,11 +43,11 @@ picked AS (
         AND (CAST(:queue AS text) IS NULL OR s.queue = CAST(:queue AS text))
         AND (CAST(:task AS text) IS NULL OR s.task = CAST(:task AS text))
 )
-SELECT p.slot, p.state, sum(p.jobs) AS n, CAST(NULL AS smallint) AS bucket
+SELECT p.slot, p.queue, p.task, p.state, sum(p.jobs) AS n, CAST(NULL AS smallint) AS bucket
 FROM picked AS p
-GROUP BY p.slot, p.state
+GROUP BY p.slot, p.queue, p.task, p.state
 UNION ALL
-SELECT p.slot, NULL, sum(h.n), h.bucket
+SELECT p.slot, p.queue, p.task, NULL, sum(h.n), h.bucket
 FROM picked AS p
 CROSS JOIN LATERAL unnest(p.run_buckets, p.run_counts) AS h(bucket, n)
-GROUP BY p.slot, h.bucket
+GROUP BY p.slot, p.queue, p.task, h.bucket
