@@ -22,28 +22,21 @@ cutoff AS (
     SELECT date_trunc('minute', now() - make_interval(secs => CAST(:settle_s AS double precision))) AS at
 ),
 first AS (
-    -- where the step starts and how far it goes, from akadze_jobs_prune_idx in its order: the
-    -- minute of the first finished job past the mark (one entry: an idle stretch costs a probe,
-    -- not a read of all that follows), and the minute of the :chunk_rows-th (a backlog is rolled
-    -- up in steps of about that many jobs; a minute is never split)
+    -- where the step starts and how far it goes, from akadze_jobs_prune_idx in its order, in one
+    -- read of at most :chunk_rows + 1 entries past the mark: the minute of the first finished
+    -- job, and the minute of the job past the :chunk_rows-th (a backlog is rolled up in steps of
+    -- about that many jobs; a minute is never split)
     SELECT
-        date_trunc('minute', (
-            SELECT j.finished_at
-            FROM akadze_jobs AS j
-            WHERE j.state IN ('succeeded', 'failed', 'cancelled')
-                AND j.finished_at >= (SELECT mark.minutes_until FROM mark)
-            ORDER BY j.finished_at
-            LIMIT 1
-        )) AS at,
-        date_trunc('minute', (
-            SELECT j.finished_at
-            FROM akadze_jobs AS j
-            WHERE j.state IN ('succeeded', 'failed', 'cancelled')
-                AND j.finished_at >= (SELECT mark.minutes_until FROM mark)
-            ORDER BY j.finished_at
-            OFFSET CAST(:chunk_rows AS integer)
-            LIMIT 1
-        )) AS far
+        date_trunc('minute', min(p.finished_at)) AS at,
+        date_trunc('minute', max(p.finished_at) FILTER (WHERE p.n > CAST(:chunk_rows AS integer))) AS far
+    FROM (
+        SELECT j.finished_at, row_number() OVER (ORDER BY j.finished_at) AS n
+        FROM akadze_jobs AS j
+        WHERE j.state IN ('succeeded', 'failed', 'cancelled')
+            AND j.finished_at >= (SELECT mark.minutes_until FROM mark)
+        ORDER BY j.finished_at
+        LIMIT CAST(:chunk_rows AS integer) + 1
+    ) AS p
 ),
 bounds AS (
     SELECT
