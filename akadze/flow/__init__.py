@@ -1,7 +1,7 @@
 """Flow control options: Unique (one job per key) and Limit (concurrency and rate per task or key).
 
 Pure: the declaration checks and the unique key are functions of the options, the task's
-signature and the stored JSON; the database enforces both (db/sql/enqueue_unique*.sql, a unique
+signature and the stored JSON; the database enforces both (db/sql/enqueue_unique.sql, a unique
 index; db/sql/claim_limited.sql, permit rows). See docs/flow-control.md.
 """
 

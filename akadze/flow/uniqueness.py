@@ -37,17 +37,11 @@ async def insert_unique(conn: Any, new: NewJobs, payloads: Sequence[str]) -> lis
     found: dict[str, Job] = {}
     pending = list(first.items())
     for _ in range(MAX_ROUNDS):
-        if len(pending) == 1:
-            key, position = pending[0]
-            job = await Queries.enqueue_unique(conn, new, payloads[position], key)
-            if job is not None:
-                found[key] = job
-        else:
-            answered = await Queries.enqueue_unique_batch(
-                conn, new, [payloads[position] for _, position in pending], [key for key, _ in pending]
-            )
-            for index, job in answered.items():
-                found[pending[index][0]] = job
+        answered = await Queries.enqueue_unique(
+            conn, new, [payloads[position] for _, position in pending], [key for key, _ in pending]
+        )
+        for index, job in answered.items():
+            found[pending[index][0]] = job
         pending = [(key, position) for key, position in pending if key not in found]
         if not pending:
             break

@@ -29,7 +29,7 @@ from akadze_codegen.ts.types import RESERVED, declaration, interface_field, jsdo
 from akadze_codegen.write import MANIFEST_FILE, content_hash
 
 #: the statements the runtime runs (akadze/db/sql/<name>.sql)
-STATEMENTS = ("enqueue", "enqueue_now", "enqueue_batch", "enqueue_unique", "enqueue_unique_batch")
+STATEMENTS = ("enqueue", "enqueue_now", "enqueue_batch", "enqueue_unique")
 #: the versions the generated package.json asks for (examples/node_producer pins the same)
 PG_VERSION = "^8.16.3"
 DEV_DEPENDENCIES = {"@types/node": "^20.19.9", "@types/pg": "^8.15.6", "typescript": "^5.9.3"}

@@ -1354,23 +1354,15 @@ export class Task<A> {
     let pending = [...first.entries()];
     const extra = { unique_states: unique.states, period_s: unique.periodS };
     for (let round = 0; round < 10 && pending.length; round++) {
-      if (pending.length === 1) {
-        const [key, position] = pending[0] as [string, number];
-        const args = (payloads[position] as { text: string }).text;
-        const result = await run(db, STATEMENTS.enqueue_unique, { ...params, ...extra, args, unique_key: key });
-        const row = result.rows[0];
-        if (row !== undefined) found.set(key, { id: String(row.id), duplicate: Boolean(row.duplicate) });
-      } else {
-        const result = await run(db, STATEMENTS.enqueue_unique_batch, {
-          ...params,
-          ...extra,
-          args: pending.map(([, position]) => (payloads[position] as { text: string }).text),
-          unique_keys: pending.map(([key]) => key),
-        });
-        for (const row of result.rows) {
-          const [key] = pending[Number(row.n) - 1] as [string, number];
-          found.set(key, { id: String(row.id), duplicate: Boolean(row.duplicate) });
-        }
+      const result = await run(db, STATEMENTS.enqueue_unique, {
+        ...params,
+        ...extra,
+        args: pending.map(([, position]) => (payloads[position] as { text: string }).text),
+        unique_keys: pending.map(([key]) => key),
+      });
+      for (const row of result.rows) {
+        const [key] = pending[Number(row.n) - 1] as [string, number];
+        found.set(key, { id: String(row.id), duplicate: Boolean(row.duplicate) });
       }
       pending = pending.filter(([key]) => !found.has(key));
     }

@@ -30,7 +30,7 @@ class NewJobs(msgspec.Struct, frozen=True):
     expires_at: datetime | None
     #: the enqueuing span's W3C trace context (akadze.events.tracing); None when tracing is off
     trace_context: str | None = None
-    #: the task's Unique: enqueue goes through enqueue_unique(_batch)
+    #: the task's Unique: enqueue goes through enqueue_unique
     unique: Unique | None = None
 
 
@@ -65,18 +65,12 @@ class EnqueueQueries:
         ]
 
     @staticmethod
-    async def enqueue_unique(conn: Connection, new: NewJobs, args: str, key: str) -> Job | None:
-        """The new job, or the one holding ``key`` (duplicate=True); None: send it again."""
-        stmt = statement("enqueue_unique")
-        rows = await fetch(conn, stmt, _unique_params(stmt, new, args, key))
-        return _unique_job(new, rows[0], args) if rows else None
-
-    @staticmethod
-    async def enqueue_unique_batch(
+    async def enqueue_unique(
         conn: Connection, new: NewJobs, args: Sequence[str], keys: Sequence[str]
     ) -> dict[int, Job]:
-        """Item position (from 0) -> its new job or the one holding its key; missing: send again."""
-        stmt = statement("enqueue_unique_batch")
+        """Item position (from 0) -> its new job or the one holding its key (duplicate=True);
+        missing: send it again."""
+        stmt = statement("enqueue_unique")
         rows = await fetch(conn, stmt, _unique_params(stmt, new, list(args), list(keys)))
         return {row["n"] - 1: _unique_job(new, row, args[row["n"] - 1]) for row in rows}
 
@@ -139,15 +133,11 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
     }
 
 
-def _unique_params(
-    stmt: Statement, new: NewJobs, args: str | list[str], key: str | list[str]
-) -> dict[str, Any]:
+def _unique_params(stmt: Statement, new: NewJobs, args: list[str], keys: list[str]) -> dict[str, Any]:
     unique = new.unique
     assert unique is not None
     params = _new_params(new, args)
-    params.update(
-        unique_key=key, unique_keys=key, unique_states=unique.blocking_states, period_s=unique.period_s
-    )
+    params.update(unique_keys=keys, unique_states=unique.blocking_states, period_s=unique.period_s)
     return {name: params[name] for name in stmt.params}
 
 
