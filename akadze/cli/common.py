@@ -19,6 +19,7 @@ from akadze.app import Akadze
 from akadze.app_path import choose_app_path, load_app
 from akadze.db.errors import is_transient, no_server_fits, sqlstate
 from akadze.errors import AkadzeError
+from akadze.events.logs import LogFormat
 
 T = TypeVar("T")
 
@@ -112,6 +113,16 @@ ReadUrlOption = Annotated[
     ),
 ]
 READ_URL_ENV = "AKADZE_READ_DATABASE_URL"
+LogLevelOption = Annotated[str, typer.Option(help="Logging level.")]
+LogFormatOption = Annotated[
+    LogFormat,
+    typer.Option(
+        envvar="AKADZE_LOG_FORMAT",
+        case_sensitive=False,
+        help="text, or json: one JSON object per line (ts, level, logger, message; "
+        "a worker's lines add the job's fields).",
+    ),
+]
 #: a second positional where a command takes the app only as --app: refused with a hint
 ExtraArgument = Annotated[str | None, typer.Argument(hidden=True, show_default=False)]
 

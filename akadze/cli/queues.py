@@ -45,12 +45,10 @@ def list_queues(
     application = database(app_path, app_option, database_url, read_database_url)
     names = application.queues()
 
-    async def read(conn: AsyncConnection) -> list[QueueStats]:
-        return await Queries.queue_stats(conn, names)
-
+    found: list[QueueStats] = with_conn(application, lambda conn: Queries.queue_stats(conn, names), read=True)
     print_listing(
         output,
-        with_conn(application, read, read=True),
+        found,
         ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST READY", "WORKERS"),
         lambda q: (
             q.name,

@@ -18,7 +18,16 @@ from typing import Annotated
 
 import typer
 
-from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    LogFormatOption,
+    LogLevelOption,
+    app_for,
+    fail,
+    handled,
+    run,
+)
 from akadze.events.logs import LogFormat
 
 
@@ -54,15 +63,8 @@ def web(
     hide_args: Annotated[
         bool, typer.Option("--hide-args", help="Never show a job's arguments or result.")
     ] = False,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[
-        LogFormat,
-        typer.Option(
-            envvar="AKADZE_LOG_FORMAT",
-            case_sensitive=False,
-            help="text, or json: one JSON object per line (ts, level, logger, message).",
-        ),
-    ] = LogFormat.TEXT,
+    log_level: LogLevelOption = "INFO",
+    log_format: LogFormatOption = LogFormat.TEXT,
     app_option: AppOption = None,
 ) -> None:
     """Serve the dashboard of APP (jobs, trends, queues, schedules, workers) at http://HOST:PORT/.

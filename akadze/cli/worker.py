@@ -10,7 +10,16 @@ from typing import Annotated, Any
 import typer
 
 from akadze.app import Akadze
-from akadze.cli.common import AppArgument, AppOption, app_for, fail, handled, run
+from akadze.cli.common import (
+    AppArgument,
+    AppOption,
+    LogFormatOption,
+    LogLevelOption,
+    app_for,
+    fail,
+    handled,
+    run,
+)
 from akadze.events.logs import LogFormat
 
 
@@ -57,15 +66,8 @@ def worker(
         float,
         typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost."),
     ] = 30.0,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[
-        LogFormat,
-        typer.Option(
-            envvar="AKADZE_LOG_FORMAT",
-            case_sensitive=False,
-            help="text, or json: one JSON object per line (ts, level, logger, message, job fields).",
-        ),
-    ] = LogFormat.TEXT,
+    log_level: LogLevelOption = "INFO",
+    log_format: LogFormatOption = LogFormat.TEXT,
     log_tracebacks: Annotated[
         bool, typer.Option(help="Log a failed run's traceback even above DEBUG.")
     ] = False,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.cli.common import (
     AppArgument,
@@ -43,12 +42,12 @@ def list_workers(
 
     application = database(app_path, app_option, database_url, read_database_url)
 
-    async def read(conn: AsyncConnection) -> list[LiveWorker]:
-        return await Queries.live_workers(conn, max_ids=0)
-
+    found: list[LiveWorker] = with_conn(
+        application, lambda conn: Queries.live_workers(conn, max_ids=0), read=True
+    )
     print_listing(
         output,
-        with_conn(application, read, read=True),
+        found,
         ("ID", "NAME", "QUEUES", "SLOTS", "STARTED", "HEARTBEAT", "RUNNING"),
         lambda w: (
             w.id,
