@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 from sqlalchemy import text
 
-from akadze.db.migrate import _BOOTSTRAP, LOCK_KEY, migrations
+from akadze.db import locks
+from akadze.db.migrate import _BOOTSTRAP, migrations
 from akadze.db.pooled import functions_sql
 from akadze.errors import ForwardOnlyError
 
@@ -59,7 +60,7 @@ def upgrade(op: Any) -> list[int]:
     and on a sync one (psycopg).
     """
     bind = op.get_bind()
-    bind.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+    bind.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": locks.MIGRATE})
     bind.execute(text(_BOOTSTRAP))
     recorded = dict(bind.execute(text("SELECT version, checksum FROM akadze_schema_migrations")).all())
     applied: list[int] = []

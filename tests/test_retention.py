@@ -11,8 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from akadze import Akadze
+from akadze.db.locks import PRUNE
 from akadze.worker import Worker
-from akadze.worker.pruner import LOCK_KEY, prune, pruner_service
+from akadze.worker.pruner import prune, pruner_service
 from tests.conftest import wait_until
 
 RETENTION = timedelta(days=7)
@@ -97,7 +98,7 @@ async def test_a_pruner_yields_to_one_already_pruning(make_app: Callable[..., Ak
     app = make_app(retention=RETENTION)
     await _seed(app)
     async with app.engine.connect() as holder:
-        assert await holder.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY})
+        assert await holder.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": PRUNE})
         pruned = await prune(app.engine, app.retention)
         assert (pruned.jobs, pruned.schedule_runs, pruned.yielded) == (0, 0, True)
         await holder.rollback()

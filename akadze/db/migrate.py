@@ -10,12 +10,10 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db import locks
 from akadze.db.pooled import functions_sql
 from akadze.db.raw import driver_connection
 from akadze.errors import MigrationEditedError
-
-#: pg_advisory_xact_lock key: "akadze" as an integer
-LOCK_KEY = 0x616B61647A65
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -105,7 +103,7 @@ async def migrate(engine: AsyncEngine) -> list[int]:
     applied: list[int] = []
     for m in migrations():
         async with engine.begin() as conn:
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": locks.MIGRATE})
             await conn.execute(text(_BOOTSTRAP))
             done = await conn.scalar(
                 text("SELECT checksum FROM akadze_schema_migrations WHERE version = :v"),
@@ -122,7 +120,7 @@ async def migrate(engine: AsyncEngine) -> list[int]:
             )
             applied.append(m.version)
     async with engine.begin() as conn:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": locks.MIGRATE})
         # made again at every migrate, whatever was applied: each function's name is a digest of
         # its definition, so this adds this version's beside earlier ones (db/pooled.py)
         await (await driver_connection(conn)).execute(functions_sql())

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db import locks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 
@@ -39,8 +40,6 @@ FIRST_DELAY_S = 10.0
 BATCH_SIZE = 1000
 #: seconds to pause between batches, leaving the database to the workers' own statements
 BATCH_PAUSE_S = 0.0
-#: pg_try_advisory_xact_lock key of the pruner: "akadzep" as an integer
-LOCK_KEY = 0x616B61647A6570
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +130,7 @@ async def _drain(
     total = 0
     async with engine.connect() as conn:
         while True:
-            deleted = await batch(conn, retention_s=retention_s, limit=batch_size, lock_key=LOCK_KEY)
+            deleted = await batch(conn, retention_s=retention_s, limit=batch_size, lock_key=locks.PRUNE)
             # each batch commits on its own: its row locks and the advisory lock go at once
             await conn.commit()
             if deleted is None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db import locks
 from akadze.db.errors import is_transient
 from akadze.db.queries import Queries
 
@@ -40,8 +41,6 @@ CHUNK_ROWS = 50_000
 #: how long the rows are kept: minute rows (the hour and day views), hour rows (the week view)
 MINUTE_KEEP_S = 2 * 86_400.0
 HOUR_KEEP_S = 35 * 86_400.0
-#: pg_try_advisory_xact_lock key of the rollup: "akadzet" as an integer
-LOCK_KEY = 0x616B61647A6574
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +66,7 @@ async def roll_up(
     while True:
         async with engine.begin() as conn:
             step = await Queries.rollup_job_stats_minutes(
-                conn, lock_key=LOCK_KEY, settle_s=settle_s, chunk_rows=chunk_rows
+                conn, lock_key=locks.ROLLUP, settle_s=settle_s, chunk_rows=chunk_rows
             )
             if not step.locked:
                 return Rolled(minute_rows, hour_rows, pruned, yielded=True)

@@ -17,7 +17,8 @@ import asyncpg
 import pytest
 
 from akadze.app import normalize_url
-from akadze.db.migrate import LOCK_KEY, migrations
+from akadze.db.locks import MIGRATE
+from akadze.db.migrate import migrations
 from tests.conftest import with_database
 from tests.support import ROOT, execute, fetch, plain
 
@@ -186,7 +187,7 @@ def test_the_revision_waits_for_the_lock_akadze_db_migrate_takes(project: Path, 
         try:
             transaction = holder.transaction()
             await transaction.start()
-            await holder.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
+            await holder.execute("SELECT pg_advisory_xact_lock($1)", MIGRATE)
             env = {
                 **os.environ,
                 "APP_DATABASE_URL": normalize_url(url),

@@ -110,7 +110,7 @@ def test_a_decorator_without_wraps_is_refused_when_the_worker_registers_it() -> 
 
 def test_an_app_path_that_names_no_akadze_is_an_error() -> None:
     with pytest.raises(AppLoadError) as caught:
-        load_app("akadze.db.migrate:LOCK_KEY")
+        load_app("akadze.db.locks:MIGRATE")
     assert "is a int, not an Akadze application" in str(caught.value)
     with pytest.raises(AppLoadError, match="has no attribute 'nope'"):
         load_app("akadze.app:nope")

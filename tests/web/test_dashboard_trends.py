@@ -14,10 +14,11 @@ import asyncpg
 import pytest
 
 from akadze import Akadze
+from akadze.db.locks import ROLLUP
 from akadze.db.trends import PER_DOUBLING, TOP_BUCKET, bucket_of, percentile
 from akadze.web import create_app
 from akadze.worker import Worker
-from akadze.worker.trends import LOCK_KEY, roll_up
+from akadze.worker.trends import roll_up
 from tests.support import execute, fetch, fetchval, module_database, plain
 from tests.web.conftest import client_for
 
@@ -162,7 +163,7 @@ async def test_one_worker_rolls_up_at_a_time(make_app: Callable[..., Akadze], da
     holder = await asyncpg.connect(plain(database_url))
     try:
         async with holder.transaction():
-            await holder.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
+            await holder.execute("SELECT pg_advisory_xact_lock($1)", ROLLUP)
             rolled = await roll_up(app.engine, settle_s=0)
             assert rolled.yielded and rolled.minute_rows == 0
         assert await fetchval(database_url, "SELECT count(*) FROM akadze_job_stats") == 0
