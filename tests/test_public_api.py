@@ -43,12 +43,25 @@ def test_every_public_name_is_importable_from_the_package() -> None:
 
 
 def test_the_package_exports_nothing_else_but_its_version() -> None:
+    """The names load on first use (akadze/__init__.py); dir() lists them before and after."""
     public = {
         name
-        for name in vars(akadze)
+        for name in dir(akadze)
         if not name.startswith("_") and not inspect.ismodule(getattr(akadze, name))
     }
     assert public == DESIGN_NAMES
+    assert {name for name in vars(akadze) if not name.startswith("_")} - DESIGN_NAMES <= {
+        name for name in vars(akadze) if inspect.ismodule(getattr(akadze, name))
+    }
+
+
+def test_a_misspelt_name_is_an_attribute_error() -> None:
+    try:
+        _ = akadze.Akdaze  # type: ignore[attr-defined]  # (the misspelling under test)
+    except AttributeError as exc:
+        assert "Akdaze" in str(exc)
+    else:
+        raise AssertionError("akadze.Akdaze resolved")
 
 
 def test_the_package_has_a_version() -> None:

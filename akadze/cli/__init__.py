@@ -4,10 +4,12 @@ Each group lives in its own module (akadze/cli/<group>.py, or the package that o
 is mounted here by one line in the registration block below; what the groups share (exit
 codes, finding the app and the database, tables) is akadze/cli/common.py.
 
-Only ``worker`` is imported with this module. Every other group is imported when it is run, or
-when a help page or a typo's suggestions need its name and help line: a worker process holds
-only the modules it runs (no codegen, no dashboard, no listing commands; docs/performance.md,
-"Worker memory"). tests/cli/test_worker_imports.py holds this.
+No group is imported with this module. Each is imported when it is run, or when a help page or
+a typo's suggestions need its name and help line: a worker process holds only the modules it
+runs (no codegen, no dashboard, no listing commands; docs/performance.md, "Worker memory";
+tests/cli/test_worker_imports.py), and ``--version`` and the help pages load no SQLAlchemy,
+asyncpg or pydantic (the groups import those inside their commands;
+tests/cli/test_cli_startup.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
-from akadze.cli import worker
+
+def _worker(root: typer.Typer) -> None:
+    from akadze.cli import worker
+
+    root.command("worker")(worker.worker)
 
 
 def _db(root: typer.Typer) -> None:
@@ -67,6 +73,7 @@ def _codegen(root: typer.Typer) -> None:
 # -- registration: one line per command group, in the order --help lists them -----------------
 #: each mounts its group on the Typer it is given, as a registration line of the root would
 _LAZY: dict[str, Callable[[typer.Typer], None]] = {
+    "worker": _worker,
     "web": _web,
     "db": _db,
     "jobs": _jobs,
@@ -105,6 +112,20 @@ class _Commands(MutableMapping[str, Any]):
         return len(self._built.keys() | _LAZY.keys())
 
 
+def _unset_help_is_false(command: Any, ctx: Any) -> None:
+    """Give ``command``'s help flag, and its subcommands', the default ``False``.
+
+    typer (0.2x) coerces every parameter's value through a pydantic TypeAdapter, built on first
+    use, unless the value is already a bool; an unset help flag is ``None``, so every help page
+    and every command imported pydantic for it. ``False`` means the same to the flag.
+    """
+    option = command.get_help_option(ctx)
+    if option is not None and option.default is None:
+        option.default = False
+    for sub in getattr(command, "commands", {}).values():
+        _unset_help_is_false(sub, ctx)
+
+
 class _Root(TyperGroup):
     """typer's group, whose commands are a :class:`_Commands`."""
 
@@ -113,7 +134,16 @@ class _Root(TyperGroup):
         self.commands = _Commands(self.commands)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        return self.commands.get(cmd_name)
+        command = self.commands.get(cmd_name)
+        if command is not None:
+            _unset_help_is_false(command, ctx)
+        return command
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
 
 
 app = typer.Typer(
@@ -142,9 +172,6 @@ def _root(
     ] = False,
 ) -> None:
     """A code-first task queue on PostgreSQL."""
-
-
-app.command("worker")(worker.worker)
 
 
 def main() -> None:

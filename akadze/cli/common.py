@@ -6,20 +6,21 @@ Exit codes: 0 success, 1 the operation did not apply, 2 bad usage or configurati
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import functools
 import os
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from akadze.app import Akadze
-from akadze.app_path import choose_app_path, load_app
-from akadze.db.errors import is_transient, no_server_fits, sqlstate
 from akadze.errors import AkadzeError
 from akadze.events.logs import LogFormat
+
+if TYPE_CHECKING:
+    # imported where used: help pages and --version load no SQLAlchemy, asyncpg or pydantic
+    # (tests/cli/test_cli_startup.py)
+    from akadze.app import Akadze
 
 T = TypeVar("T")
 
@@ -68,6 +69,8 @@ def handled(fn: Callable[..., T]) -> Callable[..., T]:
 
 def _database_failure(exc: Exception) -> str | None:
     """One line for a database that cannot serve the command, or None for anything else."""
+    from akadze.db.errors import is_transient, no_server_fits, sqlstate
+
     code = sqlstate(exc) or ""
     if code == "42P01":
         return "error: the akadze schema is missing: run `akadze db migrate`"
@@ -89,6 +92,9 @@ def _reason(exc: BaseException) -> str:
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to its end (asyncio is imported here: help pages never need it)."""
+    import asyncio
+
     return asyncio.run(coro)
 
 
@@ -139,6 +145,8 @@ def refuse_extra(extra: str | None, command: str) -> None:
 
 def app_for(positional: str | None, option: str | None, command: str) -> Akadze:
     """The app a command needs (worker, schedules): APP, --app or AKADZE_APP, else exit 2."""
+    from akadze.app_path import choose_app_path, load_app
+
     path = choose_app_path(positional, option)
     if not path:
         fail(2, f"error: name the app: akadze {command} module:attr (or --app, or AKADZE_APP)")
@@ -158,6 +166,9 @@ def database(
     URL: ``--read-database-url``, or ``AKADZE_READ_DATABASE_URL`` with ``AKADZE_DATABASE_URL``;
     an app reads from the replica it was built with.
     """
+    from akadze.app import Akadze
+    from akadze.app_path import choose_app_path
+
     if database_url:
         return Akadze(database_url=database_url, read_database_url=read_database_url or None)
     named = choose_app_path(positional, option) if (positional or option) else None
@@ -185,6 +196,8 @@ def _app_alone(path: str, read_database_url: str | None) -> Akadze:
             "error: --read-database-url goes with --database-url or AKADZE_DATABASE_URL; an app "
             "reads from the replica it was built with (Akadze(..., read_database_url=...))",
         )
+    from akadze.app_path import load_app
+
     return load_app(path)
 
 

@@ -22,7 +22,6 @@ from akadze.cli.common import (
     when,
     with_conn,
 )
-from akadze.db.migrate import migrations
 
 app = typer.Typer(help="The schema, and the embedded development server.", no_args_is_help=True)
 
@@ -54,6 +53,7 @@ def status(
     output: OutputOption = Output.TABLE,
 ) -> None:
     """The migrations applied and pending; exit 1 while some are pending."""
+    from akadze.db.migrate import migrations
     from akadze.db.status import SchemaStatus, schema_status
 
     application = database(app_path, app_option, database_url)

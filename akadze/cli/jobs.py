@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from akadze.app import Akadze
 from akadze.cli.common import (
     AppArgument,
     AppOption,
@@ -30,6 +28,9 @@ from akadze.cli.common import (
 from akadze.job import Job, JobState
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from akadze.app import Akadze
     from akadze.control.explain import Explanation
 
 app = typer.Typer(help="Look at and act on jobs.", no_args_is_help=True)

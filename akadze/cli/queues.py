@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.cli.common import (
     AppArgument,
@@ -21,6 +20,9 @@ from akadze.cli.common import (
     refuse_extra,
     with_conn,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 app = typer.Typer(help="List, pause and resume queues.", no_args_is_help=True)
 

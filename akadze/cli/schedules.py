@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import typer
 
-from akadze.app import Akadze
 from akadze.cli.common import (
     AppArgument,
     AppOption,
@@ -18,8 +18,10 @@ from akadze.cli.common import (
     print_listing,
     run,
 )
-from akadze.db.queries import Queries
-from akadze.schedule import Schedule, next_fire_after
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
+    from akadze.schedule import Schedule
 
 app = typer.Typer(help="Periodic schedules.", no_args_is_help=True)
 
@@ -30,6 +32,8 @@ def list_schedules(
     app_path: AppArgument = None, app_option: AppOption = None, output: OutputOption = Output.TABLE
 ) -> None:
     """List the schedules: name, task, expression, zone, last and next fire time."""
+    from akadze.schedule import next_fire_after
+
     application = app_for(app_path, app_option, "schedules list")
     schedules = sorted(application.schedules.values(), key=lambda s: s.name)
     if not schedules:
@@ -65,6 +69,8 @@ def list_schedules(
 
 
 async def _last_runs(application: Akadze, names: list[str]) -> tuple[datetime, dict[str, datetime | None]]:
+    from akadze.db.queries import Queries
+
     try:
         async with application.read_engine.connect() as conn:
             return await Queries.last_schedule_runs(conn, names)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from akadze.app import Akadze
 from akadze.cli.common import (
     AppArgument,
     AppOption,
@@ -21,6 +20,9 @@ from akadze.cli.common import (
     run,
 )
 from akadze.events.logs import LogFormat
+
+if TYPE_CHECKING:
+    from akadze.app import Akadze
 
 
 def quiet_lost_cancel_requests(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from akadze.cli.common import (
     when,
     with_conn,
 )
+
+if TYPE_CHECKING:
+    pass
 
 app = typer.Typer(help="Look at the live workers.", no_args_is_help=True)
 
