@@ -86,21 +86,33 @@ class AppLoadError(ConfigError):
 
 
 class DuplicateTaskError(AkadzeError, ValueError):
+    """Raised by app.task(), app.register() and app.periodic() (so also inside app.include())
+    when the name is already registered in this app; the first task stays. Rename one of them."""
+
     task_name: str
     template = "task {task_name!r} is already registered"
 
 
 class MissingRegisterError(AkadzeError, ImportError):
+    """Raised by app.include() when the imported module has no callable ``register(app)``;
+    no task of it is registered. Add the function, or include the module that has it."""
+
     module: str
     template = "module {module!r} has no register(app) function"
 
 
 class UnknownTaskError(AkadzeError, LookupError):
+    """Raised by app.get_task() for a name this app does not register; a worker that claims a
+    job of such a task ends the run with this error (the job retries on its attempts)."""
+
     task_name: str
     template = "no task named {task_name!r} is registered in this app"
 
 
 class NotInRunError(AkadzeError, RuntimeError):
+    """Raised by current() outside a running task (a thread or task spawned without the run's
+    context included): there is no run, so no complete_tx() either. Call it from task code."""
+
     template = "current() is only available inside a running task"
 
 
@@ -130,6 +142,9 @@ class MigrationEditedError(AkadzeError):
 
 
 class ArgsTooLargeError(AkadzeError, ValueError):
+    """Raised at enqueue when the encoded arguments exceed the app's ``max_args_bytes``; no row
+    is written. Store the payload elsewhere and pass a reference (or raise the limit)."""
+
     task_name: str
     size: int
     limit: int
@@ -140,6 +155,9 @@ class ArgsTooLargeError(AkadzeError, ValueError):
 
 
 class ArgsTooDeepError(AkadzeError, ValueError):
+    """Raised at enqueue when the arguments nest deeper than MAX_JSON_DEPTH, which a worker
+    could not decode; no row is written. Flatten the value or store it elsewhere."""
+
     task_name: str
     limit: int
     template = (
@@ -242,6 +260,7 @@ class InvalidArgsError(AkadzeError, ValueError):
     in_key: bool = False
 
     def describe(self) -> str:
+        """The message: the task, the problem and where (``at `$.to` ``), never the value."""
         path = self.path
         where = "" if not path else f" - at `key` in `{path}`" if self.in_key else f" - at `{path}`"
         return f"task {self.task_name!r}: {self.problem}{where}"
@@ -252,6 +271,9 @@ class EmbeddedPostgresError(AkadzeError, RuntimeError, init=False):
 
 
 class JobNotFoundError(AkadzeError, LookupError):
+    """Raised by wait_for and result_of for a job id with no row: never enqueued in this
+    database, or pruned after it finished. Waiting again cannot help."""
+
     job_id: int
     template = "job {job_id} does not exist (never enqueued here, or pruned)"
 
@@ -270,6 +292,7 @@ class SchemaVersionError(AkadzeError):
     pending: list[int]
 
     def describe(self) -> str:
+        """The message: both versions, the pending migrations by number, and the command to run."""
         listed = ", ".join(f"{v:04d}" for v in self.pending)
         return (
             f"the database schema is at version {self.database_version} and this akadze needs version "
