@@ -35,6 +35,8 @@ def no_server_fits(exc: BaseException) -> bool:
 
 
 def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of ``exc`` or of the first error it wraps (SQLAlchemy's ``orig``, a cause);
+    None when none carries one (a lost socket). Callers compare codes: 42P01 is a missing table."""
     for current in _chain(exc):
         code = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
         if isinstance(code, str):

@@ -110,6 +110,7 @@ class JobSummary(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> JobSummary:
+        """A summary from a listing row; the state becomes a JobState (ValueError for an unknown one)."""
         return cls(
             **{name: row[name] for name in cls.__struct_fields__ if name != "state"},
             state=JobState(row["state"]),

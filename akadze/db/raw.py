@@ -27,6 +27,10 @@ from akadze.db.errors import is_transient
 
 
 class RawConnections:
+    """The raw asyncpg connections an app enqueues on without a session (the module docstring says
+    why). Bound to the event loop that used it last; ``keep`` connections stay checked out between
+    calls, so ``close()`` them when the app closes."""
+
     def __init__(self, engine: AsyncEngine, *, keep: int = 0) -> None:
         self.engine = engine
         self.keep = keep
@@ -68,6 +72,8 @@ class RawConnections:
         return await greenlet_spawn(self.engine.sync_engine.raw_connection)
 
     async def close(self) -> None:
+        """Give the kept connections back to the pool. Connections of another event loop are dropped
+        (they cannot be closed from this one)."""
         spare, self._spare = self._spare, []
         if self._loop is not None and self._loop is asyncio.get_running_loop():
             for fairy in spare:

@@ -32,6 +32,7 @@ class QueueStats(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> QueueStats:
+        """From a queue_stats.sql row, with the counts as ints and the oldest wait as a float."""
         oldest = row["oldest_ready_s"]
         return cls(
             name=row["name"],
@@ -54,6 +55,8 @@ class QueueActivity(msgspec.Struct, frozen=True):
 
     @classmethod
     def collect(cls, rows: Iterable[Mapping[str, Any]], minutes: int) -> dict[str, QueueActivity]:
+        """Queue name -> its activity, from queue_activity.sql's rows: a queue with failures but no
+        finished job gets zeros per minute, and rows outside the ``minutes`` window are ignored."""
         failed: dict[str, int] = {}
         finished: dict[str, list[int]] = {}
         for row in rows:
@@ -88,6 +91,7 @@ class LiveWorker(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> LiveWorker:
+        """From a live_workers.sql row (the worker id as text, the queues and ids as tuples)."""
         return cls(
             id=str(row["id"]),
             name=row["name"],
@@ -115,5 +119,6 @@ class ScheduleRun(msgspec.Struct, frozen=True):
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> ScheduleRun:
+        """From a recent_schedule_runs.sql row; the state is None once the job was pruned."""
         state = row["state"]
         return cls(row["schedule"], row["fire_at"], row["job_id"], JobState(state) if state else None)

@@ -62,10 +62,13 @@ class Outcomes(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def jobs(self) -> int:
+        """Every job that ended: succeeded, failed and cancelled."""
         return self.succeeded + self.failed + self.cancelled
 
     @property
     def failed_share(self) -> float:
+        """Failed jobs as a share of ``jobs``, from 0 to 1 (0 when none ended); the trends page shows
+        it as a percentage."""
         return self.failed / self.jobs if self.jobs else 0.0
 
     @staticmethod

@@ -43,4 +43,5 @@ async def fetch(conn: Connection, stmt: Statement, params: Mapping[str, Any]) ->
 
 
 async def execute(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> None:
+    """fetch for a statement whose rows, if any, the caller does not need."""
     await fetch(conn, stmt, params)

@@ -10,6 +10,8 @@ from akadze.db.sql import statement
 
 
 class DashboardQueries:
+    """The statements of the dashboard alone (Queries' area for web/)."""
+
     @staticmethod
     async def web_secret(conn: Connection) -> str | None:
         """The key that signs the dashboard's CSRF tokens (migration 0013); None when its row

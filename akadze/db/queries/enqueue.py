@@ -35,8 +35,13 @@ class NewJobs(msgspec.Struct, frozen=True):
 
 
 class EnqueueQueries:
+    """The enqueue statements (Queries' area for Task.enqueue and generated clients)."""
+
     @staticmethod
     async def enqueue(conn: Connection, new: NewJobs, args: str) -> Job:
+        """Insert one job (enqueue.sql; enqueue_now.sql when it is ready at once) in ``conn``'s
+        transaction, or at once on a raw connection; returns the new Job, whose arguments are
+        ``args`` decoded. A job ready now wakes listening workers when it commits."""
         if new.run_at is None and new.delay_s == 0:
             return await EnqueueQueries.enqueue_now(conn, new, args)
         rows = await fetch(conn, statement("enqueue"), _new_params(new, args))

@@ -18,27 +18,41 @@ from akadze.job import Job, JobState
 
 
 class JobQueries:
+    """The statements on single jobs that callers and operators use (Queries' area for control/,
+    waiting and the CLI's jobs commands)."""
+
     @staticmethod
     async def get_jobs(conn: Connection, ids: Sequence[int]) -> list[Job]:
+        """The jobs of ``ids`` that exist, whole rows in id order; missing ids are left out. An
+        undecodable row comes back with UnreadableArgs instead of failing the read."""
         rows = await fetch(conn, statement("get_jobs"), {"ids": list(ids)})
         return [row_to_job(row, json_text=True) for row in rows]
 
     @staticmethod
     async def get_job(conn: Connection, job_id: int) -> Job | None:
+        """The job ``job_id``, or None when no row has it (never enqueued, or pruned)."""
         found = await JobQueries.get_jobs(conn, [job_id])
         return found[0] if found else None
 
     @staticmethod
     async def mark_awaited(conn: Connection, job_id: int) -> None:
+        """Mark the unfinished job ``job_id`` as awaited, so the statement that finishes it
+        notifies akadze_done (wait_for calls this before it listens); a finished job is left as it is."""
         await execute(conn, statement("mark_awaited"), {"id": job_id})
 
     @staticmethod
     async def request_cancel(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        """Cancel ``job_id``: a queued job ends cancelled at once, a running one is marked for its run
+        to see. Returns the job as written and its previous state (for on_transition hooks), or None
+        when the job is missing or in a state no cancel changes."""
         rows = await fetch(conn, statement("request_cancel"), {"id": job_id})
         return (row_to_job(rows[0], json_text=True), JobState(rows[0]["from_state"])) if rows else None
 
     @staticmethod
     async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
+        """Put the failed job ``job_id`` back in its queue, ready now, with at least one attempt left.
+        Returns the job and its previous state, or None when it is missing or not failed; raises
+        UniqueConflictError when a newer job holds its unique key (nothing changes)."""
         rows = await fetch(conn, statement("requeue"), {"id": job_id})
         if rows and rows[0]["held_by"] is not None:
             raise UniqueConflictError(job_id, rows[0]["held_by"])
@@ -58,6 +72,8 @@ class JobQueries:
         queue: str | None = None,
         limit: int = 50,
     ) -> list[Job]:
+        """The newest ``limit`` jobs (by id, descending) matching every filter given, whole rows; for
+        ``akadze jobs list`` and akadze.testing. A row that cannot be decoded does not fail the list."""
         # the JSON columns as text, decoded per row: one undecodable row must not fail the list
         columns = [cast(c, Text).label(c.name) if c.name in JSON_COLUMNS else c for c in jobs.c]
         query: Select[Any] = select(*columns).order_by(jobs.c.id.desc()).limit(limit)

@@ -11,6 +11,9 @@ from akadze.db.stats import QueueActivity, QueueStats
 
 
 class QueueQueries:
+    """The statements on queues (Queries' area for control/, the CLI's queues commands, the dashboard
+    and the metrics collector)."""
+
     @staticmethod
     async def pause_queue(conn: Connection, queue: str) -> bool:
         """True when the queue was not paused before."""
@@ -23,6 +26,9 @@ class QueueQueries:
 
     @staticmethod
     async def queue_stats(conn: Connection, queues: Sequence[str]) -> list[QueueStats]:
+        """Counts per queue now (ready, delayed, running, the oldest wait, live workers) for
+        ``queues`` and every queue with queued or running jobs, a pause or a live worker; reads
+        only, from the claim and running indexes (finished rows are never visited)."""
         rows = await fetch(conn, statement("queue_stats"), {"queues": list(queues)})
         return [QueueStats.of(row) for row in rows]
 
@@ -44,5 +50,7 @@ class QueueQueries:
 
     @staticmethod
     async def queue_activity(conn: Connection, minutes: int) -> dict[str, QueueActivity]:
+        """Per queue with recent activity: jobs failed in the last hour and jobs finished in each of
+        the last ``minutes`` minutes (the dashboard's overview); reads only."""
         rows = await fetch(conn, statement("queue_activity"), {"minutes": minutes})
         return QueueActivity.collect(rows, minutes)

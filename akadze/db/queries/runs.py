@@ -36,6 +36,8 @@ _planned: weakref.WeakKeyDictionary[Any, float | None] = weakref.WeakKeyDictiona
 
 
 class RunQueries:
+    """The worker's statements for claiming, completing and recovering runs (Queries' hot path)."""
+
     @staticmethod
     async def claim_completing(
         conn: Connection,
@@ -96,10 +98,14 @@ class RunQueries:
 
     @staticmethod
     async def generic_plans(conn: Connection) -> None:
+        """Set a direct claim connection's session to plan claims once (generic plans, no JIT); never
+        sent behind a pooler. _claim calls it on a connection's first claim."""
         await execute(conn, statement("generic_plans"), {})
 
     @staticmethod
     async def discard_plans(conn: Connection) -> None:
+        """Make a claim connection plan its statements again at their next run, so a plan made for a
+        small table does not outlive its growth (every REPLAN_S); the statements stay prepared."""
         await execute(conn, statement("discard_plans"), {})
 
     @staticmethod
@@ -117,6 +123,8 @@ class RunQueries:
 
     @staticmethod
     async def set_result(conn: Connection, job_id: int, run: int, result: str) -> None:
+        """Store a task's return value after complete_tx committed its job; fenced by ``run``, so a run
+        that lost its job writes nothing."""
         await execute(conn, statement("set_result"), {"id": job_id, "run": run, "result": result})
 
     @staticmethod

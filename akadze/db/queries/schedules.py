@@ -12,6 +12,8 @@ from akadze.db.stats import ScheduleRun
 
 
 class ScheduleQueries:
+    """The statements of schedules (Queries' area for the worker's scheduler and the dashboard)."""
+
     @staticmethod
     async def last_schedule_runs(
         conn: Connection, schedules: Sequence[str]
@@ -30,11 +32,15 @@ class ScheduleQueries:
 
     @staticmethod
     async def set_schedule_run_job(conn: Connection, schedule: str, fire_at: datetime, job_id: int) -> None:
+        """Record the job that the fire time ``fire_at`` of ``schedule`` enqueued, in the transaction
+        that claimed the fire time (fire_schedule), so the dashboard can show it."""
         params = {"schedule": schedule, "fire_at": fire_at, "job_id": job_id}
         await execute(conn, statement("set_schedule_run_job"), params)
 
     @staticmethod
     async def recent_schedule_runs(conn: Connection, names: Sequence[str], limit: int) -> list[ScheduleRun]:
+        """The newest ``limit`` fire times of each schedule of ``names``, newest first, with the job each
+        enqueued and its state now (None once pruned); reads only."""
         params = {"schedules": list(names), "per_schedule": limit}
         return [ScheduleRun.of(r) for r in await fetch(conn, statement("recent_schedule_runs"), params)]
 
@@ -45,6 +51,8 @@ class PruneQueries:
 
     @staticmethod
     async def prune_jobs(conn: Connection, *, retention_s: float, limit: int, lock_key: int) -> int | None:
+        """Delete one batch of at most ``limit`` jobs finished more than ``retention_s`` ago, oldest
+        first; rows locked by others are skipped. The count, or None when another pruner holds the lock."""
         rows = await fetch(conn, statement("prune_jobs"), _prune_params(retention_s, limit, lock_key))
         return _deleted(rows)
 
@@ -52,6 +60,8 @@ class PruneQueries:
     async def prune_schedule_runs(
         conn: Connection, *, retention_s: float, limit: int, lock_key: int
     ) -> int | None:
+        """Delete one batch of at most ``limit`` schedule runs recorded more than ``retention_s`` ago
+        (retention outlasts grace, so no fire time can fire twice). The count, or None when locked out."""
         rows = await fetch(
             conn, statement("prune_schedule_runs"), _prune_params(retention_s, limit, lock_key)
         )

@@ -28,10 +28,15 @@ class RollStep(msgspec.Struct, frozen=True):
 
 
 class TrendQueries:
+    """The statements of the trends (Queries' area for worker/trends.py and the dashboard's page)."""
+
     @staticmethod
     async def rollup_job_stats_minutes(
         conn: Connection, *, lock_key: int, settle_s: float, chunk_rows: int
     ) -> RollStep:
+        """One step of the minute rollup: count the jobs finished after the mark, up to about
+        ``chunk_rows`` and never within ``settle_s`` of now, into minute rows, then move the mark.
+        What happened comes back as a RollStep: the caller repeats while ``behind``."""
         params = {
             "lock_key": lock_key,
             "settle_s": settle_s,
@@ -44,6 +49,8 @@ class TrendQueries:
 
     @staticmethod
     async def start_job_stats_mark(conn: Connection) -> None:
+        """Make the rollup's mark when it is missing (a fresh schema), after the rows already written
+        or at the oldest finished job kept; an existing mark is kept. Run under the rollup's lock."""
         await execute(conn, statement("start_job_stats_mark"), {})
 
     @staticmethod
@@ -53,6 +60,8 @@ class TrendQueries:
 
     @staticmethod
     async def prune_job_stats(conn: Connection, *, minute_keep_s: float, hour_keep_s: float) -> int:
+        """Delete minute rows older than ``minute_keep_s`` and hour rows older than ``hour_keep_s``;
+        returns how many went. Run in the rollup's transaction, under its lock."""
         params = {"minute_keep_s": minute_keep_s, "hour_keep_s": hour_keep_s}
         return int((await fetch(conn, statement("prune_job_stats"), params))[0]["deleted"])
 

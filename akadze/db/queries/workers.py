@@ -76,6 +76,9 @@ def beat_statements(
 
 
 class WorkerQueries:
+    """The statements of workers' rows (Queries' area for the worker's registration, heartbeat
+    and rescuer, and the operators' views)."""
+
     @staticmethod
     async def register_worker(conn: Connection, **registration: Any) -> None:
         """Takes register_params's arguments. Also publishes ``tasks``, (name, queue, args_fp)
@@ -99,15 +102,21 @@ class WorkerQueries:
 
     @staticmethod
     async def unregister_worker(conn: Connection, worker_id: str) -> None:
+        """Delete the worker's row on a graceful exit, so it no longer counts as live; its running
+        jobs, if any, become orphans for the rescuer."""
         await execute(conn, statement("unregister_worker"), {"id": worker_id})
 
     @staticmethod
     async def forget_lost_workers(conn: Connection) -> list[str]:
+        """Delete the workers whose heartbeat is older than their own ``lost_after_s`` (database clock);
+        returns their ids. Their running jobs become orphans that find_orphans returns."""
         rows = await fetch(conn, statement("forget_lost_workers"), {})
         return [str(row["id"]) for row in rows]
 
     @staticmethod
     async def find_orphans(conn: Connection, limit: int) -> list[Orphan]:
+        """Up to ``limit`` running jobs whose worker is gone, for the rescuer to end or retry; rows
+        locked by a stalled run are skipped, and arguments and results are never read."""
         rows = await fetch(conn, statement("find_orphans"), {"limit": limit})
         return [
             Orphan(
@@ -124,4 +133,6 @@ class WorkerQueries:
 
     @staticmethod
     async def live_workers(conn: Connection, max_ids: int = 100) -> list[LiveWorker]:
+        """Every live worker with its queues, slots, heartbeat age and running jobs (the first
+        ``max_ids`` ids of them; 0 for counts only); reads only."""
         return [LiveWorker.of(r) for r in await fetch(conn, statement("live_workers"), {"max_ids": max_ids})]
