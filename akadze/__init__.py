@@ -14,11 +14,12 @@ if _typing.TYPE_CHECKING:
     from akadze.backoff import BackoffPolicy
     from akadze.context import current
     from akadze.control import request_cancel, requeue
-    from akadze.errors import JobCancelledError, JobFailedError, ResultNotJson
+    from akadze.errors import DependencyFailed, JobCancelledError, JobFailedError, ResultNotJson
     from akadze.flow import Limit, Unique
     from akadze.job import Job, JobState
     from akadze.outcomes import Cancel, Fail, Retry, Snooze
     from akadze.task import Task
+    from akadze.workflow import Workflow, cancel_workflow
 
     __version__: str
 
@@ -27,6 +28,7 @@ _SOURCES = {
     "Akadze": "akadze.app",
     "BackoffPolicy": "akadze.backoff",
     "Cancel": "akadze.outcomes",
+    "DependencyFailed": "akadze.errors",
     "Fail": "akadze.outcomes",
     "Job": "akadze.job",
     "JobCancelledError": "akadze.errors",
@@ -38,6 +40,8 @@ _SOURCES = {
     "Snooze": "akadze.outcomes",
     "Task": "akadze.task",
     "Unique": "akadze.flow",
+    "Workflow": "akadze.workflow",
+    "cancel_workflow": "akadze.workflow",
     "current": "akadze.context",
     "request_cancel": "akadze.control",
     "requeue": "akadze.control",
@@ -47,6 +51,7 @@ __all__ = [
     "Akadze",
     "BackoffPolicy",
     "Cancel",
+    "DependencyFailed",
     "Fail",
     "Job",
     "JobCancelledError",
@@ -58,6 +63,8 @@ __all__ = [
     "Snooze",
     "Task",
     "Unique",
+    "Workflow",
+    "cancel_workflow",
     "current",
     "request_cancel",
     "requeue",

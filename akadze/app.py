@@ -278,6 +278,12 @@ class Akadze:
         async with self._engine.connect() as conn:
             return await Queries.get_job(conn, job_id)
 
+    async def get_workflow(self, workflow_id: int) -> dict[str, Job]:
+        """The steps of workflow ``workflow_id`` by step name, as the database holds them now
+        (empty when there is no such workflow, or its steps were pruned)."""
+        async with self._engine.connect() as conn:
+            return await Queries.get_workflow(conn, workflow_id)
+
     async def wait_for(
         self,
         job_id: int,

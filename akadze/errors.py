@@ -21,6 +21,8 @@ AkadzeError
 │   └── ArgsRefusedError                the task's validation refuses them (a validator, a bound)
 ├── JobFailedError                      result_of: the job ended failed (its last error's type)
 ├── JobCancelledError                   result_of: the job ended cancelled
+│   └── DependencyFailed                result_of: a step cancelled since a step it waits for failed
+├── WorkflowError (ValueError)          a workflow that cannot be enqueued: nothing was inserted
 ├── InvalidArgsError (ValueError)       a generated client refused the arguments
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
@@ -222,6 +224,25 @@ class JobCancelledError(AkadzeError):
     job_id: int
     task_name: str
     template = "job {job_id} of task {task_name!r} was cancelled"
+
+
+class DependencyFailed(JobCancelledError):
+    """A workflow step ended cancelled without running: a step it waits for (``dependency``)
+    ended failed or cancelled (docs/workflows.md). Its error entry's type is
+    ``akadze.DependencyFailed``; ``result_of`` raises this for such a step."""
+
+    #: the error entry's message: which step it waited for, and how that step ended
+    message: str
+    template = "job {job_id} of task {task_name!r} was cancelled: {message}"
+
+
+class WorkflowError(AkadzeError, ValueError):
+    """A workflow that cannot be enqueued (an unknown step name, a cycle, a duplicate step, a
+    step of another app's task, too many steps): raised before anything is inserted."""
+
+    step: str | None
+    message: str
+    template = "{message}"
 
 
 class ArgsSchemaMismatch(UnrunnableArgsError):

@@ -87,6 +87,10 @@ class Job(msgspec.Struct, frozen=True, gc=False):
     duplicate: bool = False
     #: the W3C trace context of the span that enqueued it (akadze.events.tracing); None when tracing was off
     trace_context: str | None = None
+    #: the workflow this job is a step of (akadze.Workflow); None outside a workflow
+    workflow_id: int | None = None
+    #: the step's name in its workflow; None outside a workflow
+    step: str | None = None
 
     def __repr__(self) -> str:
         # never the arguments or the result: they may hold secrets, and reprs end up in logs

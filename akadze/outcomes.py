@@ -69,6 +69,9 @@ class ErrorType(enum.StrEnum):
     WORKER_LOST = "akadze.WorkerLost"
     #: the run's outcome could not be written; the job was failed with this instead
     OUTCOME_NOT_RECORDED = "akadze.OutcomeNotRecorded"
+    #: a workflow step cancelled because a step it waits for ended failed or cancelled
+    #: (written by the statements that end its parents: db/sql, docs/workflows.md)
+    DEPENDENCY_FAILED = "akadze.DependencyFailed"
 
 
 class Outcome(Exception):

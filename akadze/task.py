@@ -9,6 +9,7 @@ resolved into the columns of the rows to insert.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -30,6 +31,7 @@ from akadze.flow import Limit, Unique
 from akadze.flow.uniqueness import insert_unique
 from akadze.hooks import EnqueueHook, call
 from akadze.job import Job, check_name
+from akadze.workflow import Call
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -232,6 +234,13 @@ class Task(Enqueuer, Generic[P, R]):
         )
         return self.result_type.decode(finished_result(done))
 
+    def bind(self, *args: P.args, **kwargs: P.kwargs) -> Call:
+        """This task with these arguments (validated as ``enqueue`` validates them, else
+        pydantic.ValidationError) and the ``using(...)`` options: a step of a Workflow."""
+        app, payload = self.app, self.codec.encode(self.codec.bind(args, kwargs))
+        placement = functools.partial(_placement, app)
+        return Call(self.name, self._new_jobs(), payload, app, placement, tuple(app.hooks.on_enqueue))
+
     async def enqueue_many(self, items: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Insert many jobs of this task in one round trip; one invalid item rejects them all."""
         payloads = encode_many(self.codec, items)
@@ -262,6 +271,10 @@ class Task(Enqueuer, Generic[P, R]):
                 unique=options.unique,
             )
         return new
+
+
+def _placement(app: Akadze) -> tuple[AsyncEngine, RawConnections]:
+    return app.engine, app.raw_connections
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,10 +226,18 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     if not nodes.fits(signature):
         params = ["self", "/", f"**kwargs: _t.Unpack[{args}]"]
         signature = nodes.exploded("async def enqueue(", params, ") -> _rt.Job:", indent="    ")
+    bind = f"    def bind(self, /, **kwargs: _t.Unpack[{args}]) -> _rt.Call:"
+    if not nodes.fits(bind):
+        params = ["self", "/", f"**kwargs: _t.Unpack[{args}]"]
+        bind = nodes.exploded("def bind(", params, ") -> _rt.Call:", indent="    ")
     enqueue = (
         f"{signature}\n"
         '        """Insert one job; ``using(session=..., delay=...)`` sets the options."""\n'
         "        return await self._enqueue(kwargs)\n"
+        "\n"
+        f"{bind}\n"
+        '        """The task with these arguments, not enqueued: a step of an ``akadze.Workflow``."""\n'
+        "        return self._bind(kwargs)\n"
     )
     base = f"_rt.RemoteTask[{args}]"
     if task.returns is not None:

@@ -28,6 +28,10 @@ DESIGN_NAMES = {
     # DESIGN.md section 6, typed results
     "JobFailedError",
     "JobCancelledError",
+    # DESIGN.md section 6, workflows
+    "Workflow",
+    "cancel_workflow",
+    "DependencyFailed",
 }
 
 

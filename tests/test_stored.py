@@ -36,6 +36,8 @@ def _row(**text: Any) -> dict[str, Any]:
         "started_at": _AT + timedelta(seconds=1),
         "finished_at": _AT + timedelta(seconds=2),
         "trace_context": "00-aa-bb-01",
+        "workflow_id": 11,
+        "step": "charge",
         **text,
     }
 

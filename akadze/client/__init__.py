@@ -42,8 +42,10 @@ from akadze.errors import ArgsTooDeepError, ConfigError, JobNotFoundError
 from akadze.flow import Unique
 from akadze.job import Job, JobState
 from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
+from akadze.workflow import Call
 
 __all__ = [
+    "Call",
     "Constraints",
     "Discriminator",
     "InvalidArgsError",
@@ -286,6 +288,21 @@ class RemoteTask(Enqueuer, Generic[A, R]):
         if not payloads:
             return []
         return await self._insert(payloads)
+
+    def _bind(self, arguments: Mapping[str, Any], /) -> Call:
+        """The generated ``bind(**kwargs)``: a step for a :class:`akadze.Workflow`, its arguments
+        checked as ``enqueue`` checks them; enqueued on the configured database (or the
+        workflow's ``enqueue(session=...)``)."""
+        payload = self._encode(arguments)
+        new: NewJobs = self._options.new_jobs(
+            self.name,
+            queue=self.queue,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            args_fp=self.args_fp,
+            unique=self.unique,
+        )
+        return Call(self.name, new, payload, _database, lambda: (_database.resolve(), None))
 
     async def _enqueue(self, arguments: Mapping[str, Any], /) -> Job:
         jobs = await self._insert([self._encode(arguments)])

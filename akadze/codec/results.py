@@ -22,8 +22,9 @@ import pydantic
 
 from akadze.codec import schema_fingerprint
 from akadze.codec.wireschema import WireSchema
-from akadze.errors import JobCancelledError, JobFailedError
+from akadze.errors import DependencyFailed, JobCancelledError, JobFailedError
 from akadze.job import Job, JobState
+from akadze.outcomes import ErrorType
 
 __all__ = ["JobCancelledError", "JobFailedError", "ResultType", "finished_result"]
 
@@ -76,5 +77,8 @@ def finished_result(job: Job) -> Any:
         last = job.errors[-1] if job.errors else None
         raise JobFailedError(job.id, job.task, last.type if last else None, last.message if last else None)
     if job.state is JobState.CANCELLED:
+        last = job.errors[-1] if job.errors else None
+        if last is not None and last.type == ErrorType.DEPENDENCY_FAILED:
+            raise DependencyFailed(job.id, job.task, last.message)
         raise JobCancelledError(job.id, job.task)
     return job.result

@@ -185,6 +185,8 @@ def row_to_job(row: Mapping[str, Any], *, json_text: bool = False) -> Job:
         row["finished_at"],
         False,
         trace,
+        row.get("workflow_id"),
+        row.get("step"),
     )
 
 

@@ -52,6 +52,8 @@ JOB_COLUMNS = (
     "started_at",
     "finished_at",
     "trace_context",
+    "workflow_id",
+    "step",
 )
 #: read as text and decoded per row, so that one row that cannot be decoded does not fail the
 #: rows read with it (akadze/codec/stored.py)

@@ -65,6 +65,12 @@ jobs = Table(
     # why a queued job is held out of the claim (migration 0012): 'deps' (a workflow step
     # waiting for its parents), 'limit' (its Limit is full); NULL: claimable
     Column("parked", Text),
+    # a workflow's step (migration 0016, docs/workflows.md): its workflow (NULL outside one),
+    # its name there, its parents not finished yet, and what a parent's failure does to it
+    Column("workflow_id", BigInteger),
+    Column("step", Text),
+    Column("deps_left", Integer),
+    Column("after_failure", Text),
 )
 #: the predicate of the indexes over finished rows only
 _FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATES)})"
@@ -133,6 +139,36 @@ Index(
     postgresql_include=["queue"],
     postgresql_where=text("state = 'queued' AND parked = 'limit'"),
 )
+# a workflow's steps by name, and its unfinished ones (db/migrations/0016_workflows.sql)
+Index(
+    "akadze_jobs_workflow_idx",
+    jobs.c.workflow_id,
+    jobs.c.step,
+    unique=True,
+    postgresql_where=text("workflow_id IS NOT NULL"),
+)
+Index(
+    "akadze_jobs_workflow_open_idx",
+    jobs.c.workflow_id,
+    postgresql_where=text("workflow_id IS NOT NULL AND state IN ('queued', 'running')"),
+)
+
+workflows = Table(
+    "akadze_workflows",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("name", Text),
+    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+)
+
+# one row per edge: the child step waits for the parent step
+job_deps = Table(
+    "akadze_job_deps",
+    metadata,
+    Column("parent_id", BigInteger, primary_key=True),
+    Column("child_id", BigInteger, primary_key=True),
+)
+Index("akadze_job_deps_child_idx", job_deps.c.child_id, job_deps.c.parent_id)
 
 workers = Table(
     "akadze_workers",

@@ -12,6 +12,7 @@ area so that each module reads in one sitting:
 - schedules.py: schedules' fire times and the pruner's batches
 - queues.py: pause, resume and the queue views
 - dashboard.py: the dashboard's CSRF key, and deleting finished jobs
+- workflows.py: a workflow's graph enqueued in one statement, read, cancelled
 - trends.py: the rollup of finished jobs into per-minute and per-hour rows, and their reads
 
 A new statement goes to the class of its area (tests/db/test_sql_files.py reads them all).
@@ -28,11 +29,13 @@ from akadze.db.queries.runs import RunQueries
 from akadze.db.queries.schedules import PruneQueries, ScheduleQueries
 from akadze.db.queries.trends import RollStep, TrendQueries
 from akadze.db.queries.workers import LiveTask, Orphan, WorkerQueries, beat_statements
+from akadze.db.queries.workflows import NewStep, WorkflowQueries
 
 __all__ = [
     "Connection",
     "LiveTask",
     "NewJobs",
+    "NewStep",
     "Orphan",
     "Queries",
     "RollStep",
@@ -50,5 +53,6 @@ class Queries(
     QueueQueries,
     DashboardQueries,
     TrendQueries,
+    WorkflowQueries,
 ):
     """Stateless: one async method per statement (the module docstring lists the areas)."""
