@@ -28,6 +28,8 @@ class NewStep(msgspec.Struct, frozen=True):
 
 
 class WorkflowQueries:
+    """The statements of workflows: enqueue, read, cancel (one method per .sql file)."""
+
     @staticmethod
     async def enqueue_workflow(
         conn: Connection, name: str | None, steps: Sequence[NewStep], trace_context: str | None = None
