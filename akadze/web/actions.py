@@ -41,6 +41,9 @@ DOT_SEGMENTS = (".", "..")
 
 
 class Refused(Exception):
+    """Why a POST may not act (read-only dashboard, a form too large or unreadable, a bad CSRF
+    token or origin), with the HTTP status to answer; ``refused()`` turns it into the page."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -67,6 +70,8 @@ async def checked_form(request: Request) -> dict[str, str]:
 
 
 def refused(request: Request, exc: Refused) -> Response:
+    """The refusal's page, with its status (400, 403, 413), after a warning in the log naming the
+    method and path; nothing was changed."""
     logger.warning("dashboard refused %s %s: %s", request.method, request.url.path, exc)
     return render(request, "message.html", status_code=exc.status, title="Refused", message=str(exc))
 
@@ -118,6 +123,9 @@ async def _job_action(
 
 
 async def cancel(request: Request) -> Response:
+    """POST /jobs/{id}/cancel: cancel a queued job, or ask a running one to stop; then the job's
+    page, whose notice says what follows, or 409 when the job is in no state a cancel changes."""
+
     async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
         return await request_cancel(conn, job_id, app=app)
 
@@ -125,6 +133,9 @@ async def cancel(request: Request) -> Response:
 
 
 async def requeue(request: Request) -> Response:
+    """POST /jobs/{id}/requeue: put a failed job back in its queue; then the job's page, or 409 when
+    the job is not failed or another job holds its unique key (the message says which)."""
+
     async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
         return await requeue_job(conn, job_id, app=app) is not None
 
@@ -132,6 +143,9 @@ async def requeue(request: Request) -> Response:
 
 
 async def run_now(request: Request) -> Response:
+    """POST /jobs/{id}/run-now: make a queued job waiting for its run_at ready at once; then the
+    job's page, or 409 when the job is not waiting."""
+
     async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
         return await Queries.run_now(conn, job_id)
 
@@ -139,10 +153,14 @@ async def run_now(request: Request) -> Response:
 
 
 async def pause(request: Request) -> Response:
+    """POST /queues/{name}/pause (or the name in the form): workers take no new job from the queue;
+    running jobs finish. Back to the queues page, which says whether it was already paused."""
     return await _pause_or_resume(request, pause=True)
 
 
 async def resume(request: Request) -> Response:
+    """POST /queues/{name}/resume (or the name in the form): workers take jobs from the queue again.
+    Back to the queues page, which says whether it was paused at all."""
     return await _pause_or_resume(request, pause=False)
 
 

@@ -79,6 +79,8 @@ def moment(value: str | None, label: str, where: tzinfo) -> datetime | None:
 
 
 def search_text(value: str | None, label: str) -> str | None:
+    """A search box's text, stripped; None when empty. BadRequest (naming ``label``) over
+    MAX_SEARCH_TEXT characters or with a NUL, which PostgreSQL's text cannot hold."""
     if value is None or not value.strip():
         return None
     if len(value) > MAX_SEARCH_TEXT:
@@ -111,6 +113,8 @@ def filter_params(params: Mapping[str, str]) -> dict[str, str]:
 
 
 async def jobs(request: Request) -> Response:
+    """GET /jobs: a page of the jobs the query string's filter selects, newest first (by finish
+    time for a time range), with the link to the next page; 400 naming a bad parameter."""
     s = settings(request)
     _, where = zone_of(request)
     try:

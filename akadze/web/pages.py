@@ -64,6 +64,7 @@ class BadRequest(Exception):
 
 
 def settings(request: Request) -> Settings:
+    """The dashboard's Settings, from the Starlette app that ``build`` made."""
     found: Settings = request.app.state.dashboard
     return found
 
@@ -111,6 +112,8 @@ def cancel_notice(job: Job) -> str:
 
 
 def count(value: str | None) -> int:
+    """A count from the query string (``?n=``, ``?of=``), 0 unless it is plain digits; a notice never
+    fails on a tampered link."""
     return int(value) if value is not None and value.isdigit() and len(value) < 10 else 0
 
 
@@ -125,6 +128,8 @@ def job_id_of(raw: str) -> int | None:
 
 
 def positive_int(value: str | None, label: str) -> int | None:
+    """A positive integer from the query string, or None when absent or empty; BadRequest naming
+    ``label`` for anything else."""
     if value in (None, ""):
         return None
     assert value is not None
@@ -134,10 +139,12 @@ def positive_int(value: str | None, label: str) -> int | None:
 
 
 def bad_request(request: Request, exc: BadRequest) -> Response:
+    """The 400 page that says which parameter is wrong and why."""
     return render(request, "message.html", status_code=400, title="Bad request", message=str(exc))
 
 
 def no_such_job(request: Request, raw: str) -> Response:
+    """The 404 page for a job id that names no job (shown cut to 40 characters)."""
     shown = raw if len(raw) <= 40 else raw[:40] + "…"
     return render(request, "message.html", status_code=404, title="No such job", message=f"no job {shown}")
 
@@ -148,6 +155,8 @@ def redirect(request: Request, path: str) -> Response:
 
 
 async def overview(request: Request) -> Response:
+    """GET /: each queue's counts, its throughput over the last ACTIVITY_MINUTES and its failures
+    in the last hour, and the live workers."""
     s = settings(request)
     async with reading(request) as conn:
         stats = await Queries.queue_stats(conn, s.app.queues())
@@ -168,6 +177,8 @@ async def find(request: Request) -> Response:
 
 
 async def job(request: Request) -> Response:
+    """GET /jobs/{id}: the job's row and timeline, and its arguments and result when the dashboard
+    shows them and ``?show=args`` asks; 404 when no job has the id."""
     s = settings(request)
     raw: str = request.path_params["job_id"]
     job_id = job_id_of(raw)
@@ -193,6 +204,7 @@ async def job(request: Request) -> Response:
 
 
 async def queues(request: Request) -> Response:
+    """GET /queues: each queue's counts and pause, with the forms to pause and resume."""
     s = settings(request)
     async with reading(request) as conn:
         stats = await Queries.queue_stats(conn, s.app.queues())
@@ -200,6 +212,8 @@ async def queues(request: Request) -> Response:
 
 
 async def schedules(request: Request) -> Response:
+    """GET /schedules: each schedule of the app with its next SCHEDULE_TIMES fire times (computed
+    here) and its last SCHEDULE_RUNS recorded ones, with their jobs."""
     s = settings(request)
     declared = sorted(s.app.schedules.values(), key=lambda schedule: schedule.name)
     runs: dict[str, list[ScheduleRun]] = {schedule.name: [] for schedule in declared}
@@ -218,6 +232,7 @@ async def schedules(request: Request) -> Response:
 
 
 async def workers(request: Request) -> Response:
+    """GET /workers: every live worker, its queues, heartbeat age and running jobs."""
     async with reading(request) as conn:
         live = await Queries.live_workers(conn)
     return render(request, "workers.html", workers=live)

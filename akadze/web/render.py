@@ -114,6 +114,8 @@ def query(**params: object) -> str:
 
 @cache
 def environment() -> jinja2.Environment:
+    """The Jinja environment of every page (built once): the package's templates, autoescaped,
+    undefined names an error, with the filters and globals the templates use."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("akadze.web", "templates"),
         autoescape=True,

@@ -64,6 +64,8 @@ class Keys:
         self._lock = asyncio.Lock()
 
     async def load(self) -> bytes:
+        """The key, read from the database at first use (made there when missing) and kept; under a
+        lock, so concurrent first requests read it once. RuntimeError when it cannot be made."""
         if self._key is None:
             async with self._lock:
                 if self._key is None:
@@ -158,6 +160,8 @@ def csrf_token(request: Request, key: bytes) -> tuple[str, bool]:
 
 
 def cookie_path(request: Request) -> str:
+    """The path the dashboard's cookies are scoped to: its mount prefix ("/" at the root), so a
+    browser sends them to the dashboard's pages only, not to the rest of the app that mounts it."""
     return request.scope.get("root_path", "") or "/"
 
 

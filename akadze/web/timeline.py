@@ -13,6 +13,8 @@ from akadze.job import Job, JobState
 
 @dataclass(frozen=True, slots=True)
 class Event:
+    """One line of a job's timeline on its page: when, what, and how the page marks it."""
+
     at: datetime
     #: what happened, in a few words
     what: str

@@ -38,6 +38,8 @@ def _ceil(moment: datetime, slot: timedelta) -> datetime:
 
 
 async def trends(request: Request) -> Response:
+    """GET /trends: throughput, failures and run times of the chosen range (hour, day, week), of all
+    jobs or of one queue or task, up to the rollup's mark; 400 for an unknown range."""
     name = request.query_params.get("range") or "hour"
     if name not in RANGES:
         return bad_request(request, BadRequest(f"range must be one of {', '.join(RANGES)}"))
