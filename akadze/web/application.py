@@ -44,7 +44,7 @@ class Settings:
 def build(app: Akadze, *, auth: Auth | None, read_only: bool, show_args: bool) -> Starlette:
     """The dashboard's Starlette app for ``app``: its routes, the middleware that asks ``auth`` and
     sets the headers, and one handler that turns a failure into a one-line 503 or 500. With
-    ``read_only`` it has no CSRF key and refuses every POST (akadze.web.dashboard calls this)."""
+    ``read_only`` it has no CSRF key and refuses every POST (akadze.web.create_app calls this)."""
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/jobs", listing.jobs, name="jobs"),

@@ -38,6 +38,9 @@ def parent_state(pid: int) -> str | None:
 
 
 class Beat:
+    """The heartbeat process's state: where to connect (``dsns``, tried in turn), how often, and the
+    heartbeat and register statements with their arguments, as the worker sent them on stdin."""
+
     def __init__(self, config: dict[str, Any]) -> None:
         #: one DSN, or one per host of a URL with several, tried in turn, each with the query
         #: that says whether its server will do (akadze.db.hosts), or None
@@ -48,7 +51,8 @@ class Beat:
         self.conn: Any = None
 
     async def once(self) -> str:
-
+        """One beat: ``ok`` when the worker's row was there, ``lost`` when it was gone and has been
+        registered again. Connects first when needed; a connection or statement error propagates."""
         if self.conn is None or self.conn.is_closed():
             self.conn = await self.connect()
         if await self.conn.fetchval(self.heartbeat[0], *self.heartbeat[1]) is not None:
@@ -82,6 +86,7 @@ class Beat:
         raise last
 
     async def close(self) -> None:
+        """Close the connection, if any; terminate it when the server does not answer within 2 s."""
         if self.conn is not None:
             try:
                 await asyncio.wait_for(self.conn.close(), 2)
@@ -99,6 +104,9 @@ def _say(line: str) -> bool:
 
 
 def main() -> None:
+    """The process's entry point: read the settings line, then beat every interval and report each
+    beat on stdout, until stdin closes or the parent is gone. Skips beats while the parent is
+    stopped, so a stopped worker is declared lost; ignores SIGINT and SIGTERM."""
     # a Ctrl-C or a SIGTERM to the worker's process group must not end the beats while the
     # worker drains its runs; this process ends with its worker (stdin closes)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

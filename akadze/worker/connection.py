@@ -33,6 +33,8 @@ class HeldConnection:
         self._raw: Any = None
 
     async def get(self) -> AsyncConnection:
+        """The held SQLAlchemy connection, checked out on first use and again after a loss (one whose
+        server closed it is discarded first)."""
         if self._raw is not None and self._raw.is_closed():
             await self.discard()
         if self._conn is None:
@@ -41,6 +43,8 @@ class HeldConnection:
         return self._conn
 
     async def raw(self) -> Any:
+        """The asyncpg connection under the held one, for autocommit statements on the hot path; a
+        closed one is replaced first."""
         if self._raw is None or self._raw.is_closed():
             await self.get()
         return self._raw

@@ -37,6 +37,10 @@ _BEAT = Path(__file__).with_name("beat.py")
 
 
 class Heartbeat:
+    """The worker's heartbeat, beating off the event loop (the module docstring says from where).
+    ``healthy`` turns False when beats have failed for most of ``lost_after``: the worker then
+    stops claiming, since it may be declared lost and its jobs rescued."""
+
     def __init__(
         self, url: URL, registration: Mapping[str, Any], *, interval_s: float, process: bool = True
     ) -> None:
@@ -67,6 +71,8 @@ class Heartbeat:
             self._thread.start()
 
     def stop(self) -> None:
+        """Stop beating and wait (up to 10 s each) for the process or thread to end; a process that does
+        not end is killed. Blocking: the worker calls it from a thread, before it unregisters."""
         self._stop.set()
         process = self.process
         if process is not None:

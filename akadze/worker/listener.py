@@ -23,6 +23,10 @@ CHANNEL = JOBS_CHANNEL
 
 
 class Listener:
+    """Calls ``wake`` when a job of one of ``queues`` becomes ready (NOTIFY on JOBS_CHANNEL), so the
+    fetcher claims without waiting for its poll. ``working`` says whether notifications arrive;
+    when it is False the worker relies on polling alone."""
+
     def __init__(
         self, engine: AsyncEngine, *, worker_id: str, queues: set[str], wake: Callable[[], None]
     ) -> None:
