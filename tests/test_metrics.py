@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from datetime import timedelta
@@ -75,6 +76,7 @@ async def test_a_serving_worker_exposes_the_design_metrics_over_http(app: Akadze
     server.queues.cost_factor = 0.0  # read at every scrape
     running = asyncio.create_task(worker.run(handle_signals=False))
     try:
+        await wait_until(lambda: worker.serving, timeout=30)  # /metrics answers 503 until then
         ok = await send.enqueue(secret="SECRET-VALUE-1")
         await build.enqueue(secret="SECRET-VALUE-2")
         await send.enqueue(secret="SECRET-SLOW")
@@ -121,11 +123,15 @@ async def test_the_queue_query_runs_at_most_once_per_interval(app: Akadze) -> No
 
     worker = Worker(app, listen=False)
     server = serve_worker_metrics(worker, port=0, registry=CollectorRegistry(), queue_interval_s=60.0)
+    running = asyncio.create_task(worker.run(handle_signals=False))
     try:
+        await wait_until(lambda: worker.serving, timeout=30)
         for _ in range(3):
             assert "akadze_queue_jobs" in await scrape(server.port)
         assert server.queues.reads == 1
     finally:
+        worker.stop()
+        await running
         server.close()
 
 
@@ -280,3 +286,35 @@ def test_the_run_metrics_expose_what_prometheus_clients_own_metrics_would() -> N
     expected = without_created(theirs)
     assert value(expected, "akadze_run_duration_seconds_bucket", task="a", queue="q", le="0.001") == 1
     assert without_created(ours) == expected
+
+
+def _status(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+async def test_metrics_answer_only_while_the_worker_serves(app: Akadze) -> None:
+    """Bound at once, but 503 before the worker has registered (and so takes SIGTERM as a
+    graceful stop) and after it returned: a scrape that succeeds means the worker serves."""
+
+    @app.task("t")
+    async def t() -> None:
+        return None
+
+    worker = Worker(app, listen=False, poll_interval=timedelta(milliseconds=50))
+    server = serve_worker_metrics(worker, port=0, registry=CollectorRegistry())
+    try:
+        assert await asyncio.to_thread(_status, server.port) == 503
+        running = asyncio.create_task(worker.run(handle_signals=False))
+        try:
+            await wait_until(lambda: worker.serving, timeout=30)
+            assert await asyncio.to_thread(_status, server.port) == 200
+        finally:
+            worker.stop()
+            await running
+        assert await asyncio.to_thread(_status, server.port) == 503
+    finally:
+        server.close()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from akadze.errors import ConfigError
-from akadze.events import Event, Kind, observe
+from akadze.events import Event, Kind, metrics_http, observe
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -322,29 +322,6 @@ class QueueCollector:
         yield from (jobs, oldest, workers, paused)
 
 
-class MetricsServer:
-    """What :func:`serve_worker_metrics` started: the endpoint's address, and ``close()``."""
-
-    def __init__(
-        self, server: Any, thread: threading.Thread, queues: QueueCollector, undo: list[Callable[[], None]]
-    ) -> None:
-        self.server = server
-        self.thread = thread
-        self.queues = queues
-        self._undo = undo
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_port)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)  # shutdown() has stopped its loop: the thread ends at once
-        for undo in self._undo:
-            undo()
-
-
 def serve_worker_metrics(
     worker: Worker,
     *,
@@ -352,12 +329,14 @@ def serve_worker_metrics(
     host: str = "127.0.0.1",
     registry: Any = None,
     queue_interval_s: float = QUEUE_INTERVAL_S,
-) -> MetricsServer:
+) -> metrics_http.MetricsServer:
     """Serve ``worker``'s metrics at ``http://host:port/metrics`` (port 0: any free port).
 
     Call it on the worker's event loop, before or while it runs: the queue gauges' query runs
-    there, on the app's read engine (its replica, with read_database_url). Raises ConfigError
-    when prometheus-client is missing or the address cannot be bound.
+    there, on the app's read engine (its replica, with read_database_url). The address is bound
+    at once, but ``/metrics`` answers 503 until the worker serves (schema checked, registered,
+    SIGTERM taken as a graceful stop) and again once it has returned. Raises ConfigError when
+    prometheus-client is missing or the address cannot be bound.
     """
     client = _client()
     registry = registry if registry is not None else client.REGISTRY
@@ -377,13 +356,15 @@ def serve_worker_metrics(
     queues = QueueCollector(lambda: _queue_stats(worker, loop), interval_s=queue_interval_s)
     registry.register(queues)
     try:
-        server, thread = client.start_http_server(port, addr=host, registry=registry)
+        server, thread = metrics_http.start(
+            client.make_wsgi_app(registry), host, port, serving=lambda: worker.serving
+        )
     except OSError as exc:
         for step in undo:
             step()
         raise ConfigError(f"cannot serve metrics on {host}:{port} ({exc.strerror or exc})") from None
     logger.info("metrics at http://%s:%d/metrics", host, server.server_port)
-    return MetricsServer(server, thread, queues, undo)
+    return metrics_http.MetricsServer(server, thread, queues, undo)
 
 
 def _queue_stats(

@@ -137,6 +137,9 @@ class Worker:
         self._stopping = False
         self._stop_now = False
         self._stopped = asyncio.Event()
+        #: true while run() serves: registered, claiming, until it returns (the metrics
+        #: endpoint answers only then)
+        self.serving = False
         #: stale-producer counts per (task, fingerprint); each pair is logged once
         self.drift_log = DriftLog()
         #: where this worker publishes the transitions it commits (the app's subscribers)
@@ -189,12 +192,25 @@ class Worker:
 
         Returns the number of runs. Raises SchemaVersionError, before touching anything, when
         the database's schema is older than this code (``akadze db migrate`` fixes it).
+
+        The signals are taken from the start: a SIGTERM while the schema is checked (a slow or
+        locked database) is a graceful stop, which returns 0 runs without registering.
+        ``serving`` is true from when the worker has registered until it returns.
         """
-        await check_schema(self.app.engine)
-        if self.db_slots is not None:
-            gate_connections(self.app, self.db_slots)
         loop = asyncio.get_running_loop()
         installed = signals.install(loop, self._on_signal) if handle_signals else []
+        try:
+            await check_schema(self.app.engine)
+            if self._stopping:
+                logger.info("worker %s stopped before it started", self.id)
+                return 0
+            return await self._serve(loop, burst=burst)
+        finally:
+            signals.restore(loop, installed)
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop, *, burst: bool) -> int:
+        if self.db_slots is not None:
+            gate_connections(self.app, self.db_slots)
         registration: dict[str, Any] = {
             "worker_id": self.id,
             "name": self.name,
@@ -231,14 +247,17 @@ class Worker:
             gc.freeze()
         serving = loop.create_task(self.fetcher.run(burst=burst))
         stopped = loop.create_task(self._stopped.wait())
+        self.serving = True
         try:
             await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
-            await self._shutdown(serving, background)
-            if self.db_slots is not None:
-                gate_connections(self.app, None)
-            signals.restore(loop, installed)
+            try:
+                await self._shutdown(serving, background)
+            finally:
+                self.serving = False
+                if self.db_slots is not None:
+                    gate_connections(self.app, None)
         return self.runs
 
     def _on_signal(self, sig: int) -> None:

@@ -8,6 +8,7 @@ inside complete_tx) and ``once`` (a unique job id per run: a second run would vi
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import time
 
@@ -83,8 +84,14 @@ async def block(seconds: float) -> int:
 
 
 @app.task("faults.gil")
-async def gil(n: int) -> int:
-    """Holds the GIL in one C call (``sum(range(n))``): no thread of the worker runs meanwhile."""
+async def gil(seconds: float) -> float:
+    """Holds the GIL in one C call for ``seconds`` of wall time: libc's usleep called through
+    ctypes.PyDLL, which keeps the GIL (as a C extension blocking without releasing it would),
+    so no thread of the worker runs meanwhile. A hold of wall time, not of work: a fixed
+    ``sum(range(n))`` lasted under 4 s on a fast or quiet machine, and one sized from a measure
+    falls short when the machine is busier while it measures (tests/faults/gil.py). Returns the
+    seconds the call held the GIL."""
     await mark("started")
-    sum(range(n))
-    return os.getpid()
+    began = time.monotonic()
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
+    return time.monotonic() - began

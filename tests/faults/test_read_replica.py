@@ -74,6 +74,7 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
     server.queues.cost_factor = 0.0  # read at every scrape
     try:
         await wait_until(lambda: _registered(pair), timeout=20)
+        await wait_until(lambda: worker.serving, timeout=20)  # /metrics answers 503 until then
         await pair.wait_replayed()
         # a write sent to the replica fails loudly
         with pytest.raises(DBAPIError) as refused:
