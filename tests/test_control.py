@@ -325,7 +325,7 @@ async def test_requeue_happens_in_the_callers_transaction(app: Akadze) -> None:
     assert (await job_after(app, failed.id)).state is JobState.QUEUED
 
 
-async def test_requeue_of_a_job_that_is_not_failed_changes_nothing(app: Akadze) -> None:
+async def test_requeue_of_a_job_that_is_neither_failed_nor_cancelled_changes_nothing(app: Akadze) -> None:
     @app.task("t")
     async def t() -> None: ...
 
@@ -333,9 +333,7 @@ async def test_requeue_of_a_job_that_is_not_failed_changes_nothing(app: Akadze) 
     await drain(app)
     assert (await job_after(app, done.id)).state is JobState.SUCCEEDED
     queued = await t.enqueue()
-    cancelled = await t.enqueue()
-    await cancel(app, cancelled.id)
-    for job_id in (done.id, queued.id, cancelled.id, 987654):
+    for job_id in (done.id, queued.id, 987654):
         before = await app.get_job(job_id)
         async with app.engine.begin() as conn:
             assert await requeue(conn, job_id) is None

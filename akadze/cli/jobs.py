@@ -241,8 +241,8 @@ def requeue(
     app_option: AppOption = None,
     database_url: UrlOption = None,
 ) -> None:
-    """Put a failed job back in the queue; exit 1 when it is not failed, or when a newer job
-    holds its unique key (akadze.Unique)."""
+    """Put a failed or cancelled job back in the queue; exit 1 when it is neither, or when a
+    newer job holds its unique key (akadze.Unique)."""
     from akadze.control import requeue as requeue_job
     from akadze.db.queries import Queries
     from akadze.errors import UniqueConflictError
@@ -263,5 +263,9 @@ def requeue(
     if requeued is None:
         if state is None:
             fail(1, f"job {wanted} does not exist")
-        fail(1, f"job {wanted} is {state.value}, not failed: only failed jobs can be requeued")
+        if state is JobState.CANCELLED:
+            fail(
+                1, f"job {wanted} was not requeued: it is a workflow step cancelled before its parents ended"
+            )
+        fail(1, f"job {wanted} is {state.value}: only failed or cancelled jobs can be requeued")
     typer.echo(f"job {wanted} requeued (attempt {requeued.attempt} of {requeued.max_attempts})")

@@ -55,10 +55,13 @@ async def request_cancel(
 async def requeue(
     connection: AsyncConnection | AsyncSession, job_id: int, *, app: Akadze | None = None
 ) -> Job | None:
-    """Move a failed job back to queued; attempt, errors and args are kept, and max_attempts
-    grows when needed so the job runs at least once more. Returns the job, or None when it
-    was not failed (or does not exist). With ``app``, its on_transition hooks run here and its
-    events subscribers hear of it once your transaction commits."""
+    """Move a failed or cancelled job back to queued, to run now; attempt, errors and args are
+    kept, and max_attempts grows when needed so the job runs at least once more. A cancelled
+    job's cancel request and an expiry already past are dropped. Returns the job, or None when
+    it was neither failed nor cancelled (or does not exist, or is a workflow step cancelled
+    while it waited for its parents). Raises UniqueConflictError when a newer job holds its
+    unique key. With ``app``, its on_transition hooks run here and its events subscribers hear
+    of it once your transaction commits."""
     conn = await _connection(connection)
     changed = await _requeued(conn, int(job_id))
     if changed is None:

@@ -27,7 +27,7 @@ class Kind(enum.StrEnum):
     RESCUED = "rescued"
     #: queued -> cancelled without a run (cancel requested, or expired, before a claim)
     CANCELLED = "cancelled"
-    #: failed -> queued by ``requeue(..., app=app)``
+    #: failed or cancelled -> queued by ``requeue(..., app=app)``
     REQUEUED = "requeued"
     #: a schedule's fire time enqueued this job (``from_state`` is None)
     FIRED = "fired"

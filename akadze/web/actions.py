@@ -133,13 +133,16 @@ async def cancel(request: Request) -> Response:
 
 
 async def requeue(request: Request) -> Response:
-    """POST /jobs/{id}/requeue: put a failed job back in its queue; then the job's page, or 409 when
-    the job is not failed or another job holds its unique key (the message says which)."""
+    """POST /jobs/{id}/requeue: put a failed or cancelled job back in its queue; then the job's
+    page, or 409 when the job is neither or another job holds its unique key (the message says
+    which)."""
 
     async def act(conn: AsyncConnection, job_id: int, app: Akadze) -> bool:
         return await requeue_job(conn, job_id, app=app) is not None
 
-    return await _job_action(request, "requeue", "only a failed job can be requeued", act, refusable=True)
+    return await _job_action(
+        request, "requeue", "only a failed or cancelled job can be requeued", act, refusable=True
+    )
 
 
 async def run_now(request: Request) -> Response:

@@ -32,11 +32,11 @@ logger = logging.getLogger("akadze.web")
 BULK_LIMIT = 1000
 #: a bulk action whose filter searches text reads at most this many jobs of the other filters
 BULK_SCAN = 20_000
-#: what each bulk action may change: cancel takes active jobs, requeue failed ones, delete
-#: finished ones
+#: what each bulk action may change: cancel takes active jobs, requeue failed and cancelled
+#: ones, delete finished ones
 BULK_STATES: Mapping[str, tuple[JobState, ...]] = {
     "cancel": (JobState.QUEUED, JobState.RUNNING),
-    "requeue": (JobState.FAILED,),
+    "requeue": (JobState.FAILED, JobState.CANCELLED),
     "delete": FINISHED_STATES,
 }
 

@@ -299,13 +299,23 @@ def test_jobs_requeue_puts_a_failed_job_back(jobs: Jobs, akadze: Callable[..., R
 
 
 @pytest.mark.parametrize("which", ["queued", "succeeded"])
-def test_jobs_requeue_of_a_job_that_is_not_failed_exits_1_naming_its_state(
+def test_jobs_requeue_of_a_job_that_is_neither_failed_nor_cancelled_exits_1_naming_its_state(
     jobs: Jobs, akadze: Callable[..., Result], which: str
 ) -> None:
     job_id = jobs.enqueue("mail.send", drained=which == "succeeded", user_id=1).id
     result = akadze("jobs", "requeue", str(job_id))
     assert result.exit_code == 1
-    assert result.stderr.strip() == f"job {job_id} is {which}, not failed: only failed jobs can be requeued"
+    assert result.stderr.strip() == f"job {job_id} is {which}: only failed or cancelled jobs can be requeued"
+
+
+def test_jobs_requeue_puts_a_cancelled_job_back(jobs: Jobs, akadze: Callable[..., Result]) -> None:
+    job_id = jobs.enqueue("mail.send", user_id=1).id
+    assert akadze("jobs", "cancel", str(job_id)).exit_code == 0
+    result = akadze("jobs", "requeue", str(job_id))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"job {job_id} requeued (attempt 0 of 3)"
+    after = jobs.get(job_id)
+    assert (after.state, after.cancel_requested) == (JobState.QUEUED, False)
 
 
 def test_jobs_requeue_of_a_missing_job_says_it_does_not_exist(akadze: Callable[..., Result]) -> None:

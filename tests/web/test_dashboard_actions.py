@@ -16,7 +16,7 @@ from starlette.requests import Request
 from akadze import Akadze, JobState
 from akadze.testing import drain
 from akadze.web import create_app
-from tests.support import fetch, fetchval, module_database
+from tests.support import execute, fetch, fetchval, module_database
 from tests.web.conftest import client_for, token
 
 
@@ -58,7 +58,19 @@ async def test_requeue_puts_a_failed_job_back_and_refuses_others(
     assert done.status_code == 303
     assert await state_of(akadze_app, job.id) is JobState.QUEUED
     refused = await client.post(f"/jobs/{job.id}/requeue", data={"csrf_token": csrf})
-    assert refused.status_code == 409 and "only a failed job" in refused.text
+    assert refused.status_code == 409 and "only a failed or cancelled job" in refused.text
+
+
+async def test_requeue_puts_a_cancelled_job_back(akadze_app: Akadze, client: httpx.AsyncClient) -> None:
+    job = await akadze_app.get_task("mail.send").enqueue(to="a")
+    csrf = await token(client, f"/jobs/{job.id}")
+    assert "/requeue" not in (await client.get(f"/jobs/{job.id}")).text
+    assert (await client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf})).status_code == 303
+    assert await state_of(akadze_app, job.id) is JobState.CANCELLED
+    assert f"/jobs/{job.id}/requeue" in (await client.get(f"/jobs/{job.id}")).text
+    done = await client.post(f"/jobs/{job.id}/requeue", data={"csrf_token": csrf})
+    assert done.status_code == 303
+    assert await state_of(akadze_app, job.id) is JobState.QUEUED
 
 
 async def test_run_now_makes_a_delayed_job_ready(
@@ -126,6 +138,10 @@ async def test_bulk_requeue_takes_the_failed_jobs_of_the_filter(
     done = await client.post("/jobs/bulk", data=form)
     assert "n=3&of=3" in done.headers["location"]
     assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs WHERE state = 'queued'") == 4
+    # cancelled jobs are requeued too
+    await execute(database_url, "UPDATE akadze_jobs SET state = 'cancelled', finished_at = now()")
+    confirm = await client.get("/jobs/bulk", params={"action": "requeue"})
+    assert '<strong id="bulk-count">4</strong>' in confirm.text
     nothing = await client.get("/jobs/bulk", params={"action": "requeue", "state": "succeeded"})
     assert '<strong id="bulk-count">0</strong>' in nothing.text and '<form method="post"' not in nothing.text
 

@@ -50,9 +50,11 @@ class JobQueries:
 
     @staticmethod
     async def requeue(conn: Connection, job_id: int) -> tuple[Job, JobState] | None:
-        """Put the failed job ``job_id`` back in its queue, ready now, with at least one attempt left.
-        Returns the job and its previous state, or None when it is missing or not failed; raises
-        UniqueConflictError when a newer job holds its unique key (nothing changes)."""
+        """Put the failed or cancelled job ``job_id`` back in its queue, ready now, with at least
+        one attempt left. Returns the job and its previous state, or None when it is missing,
+        neither failed nor cancelled, or a workflow step cancelled while it waited for its
+        parents; raises UniqueConflictError when a newer job holds its unique key (nothing
+        changes)."""
         rows = await fetch(conn, statement("requeue"), {"id": job_id})
         if rows and rows[0]["held_by"] is not None:
             raise UniqueConflictError(job_id, rows[0]["held_by"])
