@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import inspect
 import logging
+import os
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
@@ -34,6 +35,9 @@ R = TypeVar("R")
 
 logger = logging.getLogger("akadze.app")
 
+#: where ``Akadze()`` finds its database when given neither a URL nor an engine
+DATABASE_URL_ENV = "AKADZE_DATABASE_URL"
+
 __all__ = ["Akadze", "Hooks", "create_engine", "normalize_url"]
 
 
@@ -41,7 +45,8 @@ class Akadze:
     """The application: engine, tasks, hooks and schedules. There is no global instance.
 
     Args:
-        database_url: the app creates its own engine from it and owns (disposes) it.
+        database_url: the app creates its own engine from it and owns (disposes) it. Without
+            it (and without ``engine``), the app reads ``AKADZE_DATABASE_URL``.
         engine: your own AsyncEngine, shared with the rest of your service; never disposed here.
         pool_size: size of the pool created from database_url (plus 10 overflow).
         grace: how late a periodic run may still be put in the queue.
@@ -68,7 +73,11 @@ class Akadze:
         read_database_url: str | None = None,
         read_engine: AsyncEngine | None = None,
     ) -> None:
-        if (database_url is None) == (engine is None):
+        if database_url is None and engine is None:
+            database_url = os.environ.get(DATABASE_URL_ENV) or None
+            if database_url is None:
+                raise ConfigError(f"pass database_url or engine, or set {DATABASE_URL_ENV}")
+        if database_url is not None and engine is not None:
             raise ConfigError("pass exactly one of database_url or engine")
         if engine is not None and pool_size is not None:
             raise ConfigError(

@@ -33,10 +33,22 @@ def database_url(request: pytest.FixtureRequest, server_url: str, template_db: s
 URL = "postgresql://akadze:secret@localhost:5432/akadze"
 
 
+def test_without_a_url_the_app_reads_akadze_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/install.md exports AKADZE_DATABASE_URL; ``Akadze()`` takes it (issue 33)."""
+    monkeypatch.setenv("AKADZE_DATABASE_URL", URL)
+    app = Akadze()
+    assert (app.engine.url.host, app.engine.url.database, app.owns_engine) == ("localhost", "akadze", True)
+    monkeypatch.setenv("AKADZE_DATABASE_URL", "")
+    with pytest.raises(ConfigError, match="pass database_url or engine, or set AKADZE_DATABASE_URL"):
+        Akadze()
+    monkeypatch.delenv("AKADZE_DATABASE_URL")
+    with pytest.raises(ConfigError, match="pass database_url or engine, or set AKADZE_DATABASE_URL"):
+        Akadze()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "exactly one of database_url or engine"),
         ({"database_url": URL, "engine": "engine"}, "exactly one of database_url or engine"),
         ({"database_url": "mysql://x@localhost/db"}, "PostgreSQL"),
         ({"database_url": "not a url at all"}, "not a valid URL"),
@@ -55,7 +67,6 @@ URL = "postgresql://akadze:secret@localhost:5432/akadze"
         ),
     ],
     ids=[
-        "neither-url-nor-engine",
         "both-url-and-engine",
         "not-postgres",
         "garbage-url",

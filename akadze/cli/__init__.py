@@ -14,7 +14,8 @@ tests/cli/test_cli_startup.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping
+import sys
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -93,7 +94,7 @@ class _Commands(MutableMapping[str, Any]):
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._built and name in _LAZY:
-            holder = typer.Typer()
+            holder = typer.Typer(rich_markup_mode=None)
             _LAZY[name](holder)
             self._built[name] = typer.main.get_group(holder).commands[name]
         return self._built[name]
@@ -126,6 +127,30 @@ def _unset_help_is_false(command: Any, ctx: Any) -> None:
         _unset_help_is_false(sub, ctx)
 
 
+def _summarize(command: Any) -> None:
+    """Give ``command`` and its subcommands a short help for the listings of ``--help``: the
+    help's first clause, whole (click would cut the first sentence at the column it has left
+    and end it with "...")."""
+    if not getattr(command, "short_help", None) and getattr(command, "help", None):
+        command.short_help = first_clause(" ".join(command.help.split()))
+    for sub in getattr(command, "commands", {}).values():
+        _summarize(sub)
+
+
+def first_clause(text: str) -> str:
+    """``text`` up to its first ". ", ": " or "; " outside parentheses past the 20th
+    character (a shorter one says too little), else all of it."""
+    depth = 0
+    for at, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and at >= 20 and text.startswith((". ", ": ", "; "), at):
+            return text[:at]
+    return text
+
+
 class _Root(TyperGroup):
     """typer's group, whose commands are a :class:`_Commands`."""
 
@@ -137,6 +162,7 @@ class _Root(TyperGroup):
         command = self.commands.get(cmd_name)
         if command is not None:
             _unset_help_is_false(command, ctx)
+            _summarize(command)
         return command
 
     def get_help_option(self, ctx: Any) -> Any:
@@ -144,6 +170,46 @@ class _Root(TyperGroup):
         if option is not None and option.default is None:
             option.default = False
         return option
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's entry point; a usage error (an unknown command, a bad option value) is one
+        line on stderr and exit 2, as every error of the CLI is, instead of click's usage block."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except _CLICK_ERROR as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                exc.show()  # `akadze jobs` alone: the group's help, as asked for
+            else:
+                typer.echo(usage_error(exc), err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        # typer.Exit(code) comes back as its code; a command that returned, as None
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+#: click's base of usage errors, wherever this typer keeps click (its own copy since 0.2x)
+_CLICK_ERROR: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def usage_error(exc: Any) -> str:
+    """click's error as one line naming the command's help (typer's pydantic coercion prefixes
+    the reason with "Value error, ")."""
+    message = " ".join(exc.format_message().replace("Value error, ", "").split())
+    context = getattr(exc, "ctx", None)
+    where = f" (see `{context.command_path} --help`)" if context is not None else ""
+    return f"error: {message}{where}"
 
 
 app = typer.Typer(
@@ -153,6 +219,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help: rich's boxes cut lines at 80 columns and read [brackets] as markup
+    rich_markup_mode=None,
 )
 
 

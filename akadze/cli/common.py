@@ -46,25 +46,40 @@ def handled(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        _named_database.clear()
         try:
             return fn(*args, **kwargs)
         except Exit as exc:
-            typer.echo(exc.message, err=exc.code != 0)
+            _say(exc.message, exc.code)
             raise typer.Exit(exc.code) from None
         except AkadzeError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            _say(f"error: {exc}", 2)
             raise typer.Exit(2) from None
         except (OSError, ConnectionError) as exc:
-            typer.echo(f"error: cannot reach the database ({exc}); check the database URL", err=True)
+            _say(f"error: cannot reach the database ({exc}); check the database URL", 2)
             raise typer.Exit(2) from None
         except Exception as exc:
             line = _database_failure(exc)
             if line is None:
                 raise
-            typer.echo(line, err=True)
+            _say(line, 2)
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+#: how this command named its database (the app as given on the command line, or
+#: ``--database-url``), for the `akadze db migrate` an error tells the user to run; the URL
+#: itself is never repeated (it may hold a password). Cleared by every command (handled).
+_named_database: list[str] = []
+
+
+def _say(line: str, code: int) -> None:
+    """A command's last line: stdout for success, else stderr, where `akadze db migrate` names
+    the database as the command was given it."""
+    if code != 0 and _named_database:
+        line = line.replace("`akadze db migrate`", f"`akadze db migrate {' '.join(_named_database)}`")
+    typer.echo(line, err=code != 0)
 
 
 def _database_failure(exc: Exception) -> str | None:
@@ -143,14 +158,45 @@ def refuse_extra(extra: str | None, command: str) -> None:
         )
 
 
-def app_for(positional: str | None, option: str | None, command: str) -> Akadze:
-    """The app a command needs (worker, schedules): APP, --app or AKADZE_APP, else exit 2."""
+def app_for(
+    positional: str | None, option: str | None, command: str, database_url: str | None = None
+) -> Akadze:
+    """The app a command needs (worker, web, schedules): APP, --app or AKADZE_APP, else exit 2.
+
+    ``database_url`` (``--database-url``) is the URL of an app built with ``Akadze()`` alone:
+    it is ``AKADZE_DATABASE_URL`` while the app is imported; an app built with a URL or an
+    engine of its own is refused with it, rather than silently using another database.
+    """
     from akadze.app_path import choose_app_path, load_app
 
     path = choose_app_path(positional, option)
     if not path:
         fail(2, f"error: name the app: akadze {command} module:attr (or --app, or AKADZE_APP)")
-    return load_app(path)
+    if positional or option:
+        _named_database[:] = [path]
+    if not database_url:
+        return load_app(path)
+    from akadze.app import DATABASE_URL_ENV
+    from akadze.db.engines import normalize_url
+
+    before = os.environ.get(DATABASE_URL_ENV)
+    os.environ[DATABASE_URL_ENV] = database_url
+    try:
+        application = load_app(path)
+    finally:
+        if before is None:
+            del os.environ[DATABASE_URL_ENV]
+        else:
+            os.environ[DATABASE_URL_ENV] = before
+    if application.engine.url.render_as_string(hide_password=False) != normalize_url(database_url):
+        fail(
+            2,
+            f"error: the app {path!r} is built with a database of its own, so --database-url would "
+            "not apply; --database-url is for an app built with Akadze() alone, which reads "
+            "AKADZE_DATABASE_URL",
+        )
+    _named_database[:] = [path, "--database-url", "<the same URL>"]
+    return application
 
 
 def database(
@@ -170,9 +216,11 @@ def database(
     from akadze.app_path import choose_app_path
 
     if database_url:
+        _named_database[:] = ["--database-url", "<the same URL>"]
         return Akadze(database_url=database_url, read_database_url=read_database_url or None)
     named = choose_app_path(positional, option) if (positional or option) else None
     if named:
+        _named_database[:] = [named]
         return _app_alone(named, read_database_url)
     url = os.environ.get("AKADZE_DATABASE_URL")
     if url:

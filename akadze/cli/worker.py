@@ -47,6 +47,14 @@ def quiet_lost_cancel_requests(loop: asyncio.AbstractEventLoop, context: dict[st
 def worker(
     app_path: AppArgument = None,
     app_option: AppOption = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            help="The database of an app built with Akadze() alone (or AKADZE_DATABASE_URL); "
+            "an app built with its own URL or engine is refused with it.",
+        ),
+    ] = None,
     queue: Annotated[
         list[str] | None, typer.Option("-q", "--queue", help="A queue to serve (repeatable).")
     ] = None,
@@ -95,7 +103,7 @@ def worker(
         configure(log_level, log_format, tracebacks=log_tracebacks)
     except ValueError:
         fail(2, f"error: --log-level {log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
-    application = app_for(app_path, app_option, "worker")
+    application = app_for(app_path, app_option, "worker", database_url)
     if queues:
         _warn_unused(application, queues)
 
