@@ -29,6 +29,8 @@ class QueueStats(msgspec.Struct, frozen=True):
     oldest_ready_s: float | None
     #: live workers serving the queue
     workers: int
+    #: failed jobs (kept until retention prunes them); None when not counted (the metrics)
+    failed: int | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> QueueStats:
@@ -41,6 +43,7 @@ class QueueStats(msgspec.Struct, frozen=True):
             delayed=int(row["delayed"]),
             running=int(row["running"]),
             oldest_ready_s=float(oldest) if oldest is not None else None,
+            failed=int(row["failed"]) if row["failed"] is not None else None,
             workers=int(row["workers"]),
         )
 

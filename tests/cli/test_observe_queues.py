@@ -27,7 +27,17 @@ def test_queues_list_counts_each_queue_as_json_and_as_a_table(db: Db, akadze: Ca
     by_name = {q["name"]: q for q in found}
     assert set(by_name) == {"idle", "mail", "other"}
     mail = by_name["mail"]
-    assert set(mail) == {"name", "paused", "ready", "delayed", "running", "oldest_ready_s", "workers"}
+    assert set(mail) == {
+        "name",
+        "paused",
+        "ready",
+        "delayed",
+        "running",
+        "failed",
+        "oldest_ready_s",
+        "workers",
+    }
+    assert mail["failed"] == 0
     assert (mail["paused"], mail["ready"], mail["delayed"], mail["running"], mail["workers"]) == (
         False,
         2,
@@ -42,8 +52,43 @@ def test_queues_list_counts_each_queue_as_json_and_as_a_table(db: Db, akadze: Ca
     result = akadze("queues", "list")
     assert result.exit_code == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()]
-    assert rows[0] == ["NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "OLDEST", "READY", "WORKERS"]
-    assert rows[2][:5] == ["mail", "no", "2", "1", "0"]
+    assert rows[0] == [
+        "NAME",
+        "PAUSED",
+        "READY",
+        "DELAYED",
+        "RUNNING",
+        "FAILED",
+        "OLDEST",
+        "READY",
+        "WORKERS",
+    ]
+    assert rows[2][:6] == ["mail", "no", "2", "1", "0", "0"]
+
+
+def test_queues_list_counts_the_failed_jobs_and_lists_a_queue_that_has_only_those(
+    db: Db, akadze: Callable[..., Result]
+) -> None:
+    for user_id in (1, 2, 3):
+        db.enqueue("mail.send", user_id=user_id)
+    db.sql("UPDATE akadze_jobs SET state = 'failed', finished_at = now() WHERE args ->> 'user_id' <> '3'")
+    db.sql("UPDATE akadze_jobs SET queue = 'gone' WHERE args ->> 'user_id' = '1'")
+    db.sql(
+        "UPDATE akadze_jobs SET state = 'cancelled', finished_at = now(), queue = 'quiet' "
+        "WHERE args ->> 'user_id' = '3'"
+    )
+
+    by_name = {q["name"]: q for q in as_json(akadze("queues", "list", "-o", "json"))}
+    assert set(by_name) == {"gone", "mail"}, (
+        "a queue with only failed jobs is listed, one with only cancelled is not"
+    )
+    assert (by_name["gone"]["failed"], by_name["mail"]["failed"]) == (1, 1)
+    assert by_name["mail"]["ready"] == 0
+    rows = [line.split() for line in akadze("queues", "list").stdout.splitlines()]
+    assert [row[:6] for row in rows[1:]] == [
+        ["gone", "no", "0", "0", "0", "1"],
+        ["mail", "no", "0", "0", "0", "1"],
+    ]
 
 
 def test_queues_list_with_nothing_is_an_empty_array(akadze: Callable[..., Result]) -> None:

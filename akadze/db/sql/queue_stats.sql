@@ -1,9 +1,14 @@
 -- queue_stats: per queue: paused, ready, delayed, running, the oldest ready job's wait in
--- seconds (database clock) and the live workers serving it. Ready and delayed count the
--- claimable jobs: a parked job (a workflow step waiting, a job its Limit holds) is neither.
--- The queues listed are those in :queues (say, the app's), those with a queued or running job, the paused ones and those a
--- live worker serves. Queued rows are read from akadze_jobs_claim_idx and running ones from
--- akadze_jobs_running_idx: finished rows are never visited. Reads only, takes no lock.
+-- seconds (database clock) and the live workers serving it; with :with_failed, also the failed
+-- jobs (NULL without). Ready and delayed count the claimable jobs: a parked job (a workflow
+-- step waiting, a job its Limit holds) is neither. The queues listed are those in :queues
+-- (say, the app's), those with a queued or running job, the paused ones, those a live worker
+-- serves and, with :with_failed, those with a failed job. Queued rows are read from
+-- akadze_jobs_claim_idx and running ones from akadze_jobs_running_idx; without :with_failed
+-- finished rows are never visited (the failed CTE is a one-time filter that never runs). With
+-- it, the failed rows are read once each through akadze_jobs_state_id_idx: a cost that grows
+-- with the failed jobs retention keeps, paid by `queues list`, not by the metrics' gauges.
+-- Reads only, takes no lock.
 WITH live AS (
     SELECT w.queues
     FROM akadze_workers AS w
@@ -18,6 +23,15 @@ queued AS (
     FROM akadze_jobs AS j
     WHERE j.state = 'queued'
         AND j.parked IS NULL
+    GROUP BY j.queue
+),
+failed AS (
+    SELECT
+        j.queue,
+        count(*) AS failed
+    FROM akadze_jobs AS j
+    WHERE CAST(:with_failed AS boolean)
+        AND j.state = 'failed'
     GROUP BY j.queue
 ),
 running AS (
@@ -47,6 +61,8 @@ names AS (
     SELECT p.queue FROM akadze_queue_pauses AS p
     UNION
     SELECT serving.queue FROM serving
+    UNION
+    SELECT failed.queue FROM failed
 )
 SELECT
     names.name,
@@ -54,6 +70,7 @@ SELECT
     coalesce(queued.ready, 0) AS ready,
     coalesce(queued.delayed, 0) AS delayed,
     coalesce(running.running, 0) AS running,
+    CASE WHEN CAST(:with_failed AS boolean) THEN coalesce(failed.failed, 0) END AS failed,
     queued.oldest_ready_s,
     coalesce(serving.workers, 0) AS workers
 FROM names
@@ -61,4 +78,5 @@ LEFT JOIN akadze_queue_pauses AS p ON p.queue = names.name
 LEFT JOIN queued ON queued.queue = names.name
 LEFT JOIN running ON running.queue = names.name
 LEFT JOIN serving ON serving.queue = names.name
+LEFT JOIN failed ON failed.queue = names.name
 ORDER BY names.name
