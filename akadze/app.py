@@ -18,6 +18,7 @@ from typing_extensions import Unpack
 from akadze import flow
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
 from akadze.db.engines import DEFAULT_POOL_SIZE, create_engine, normalize_url, read_engine_for
+from akadze.db.errors import raise_if_unreachable
 from akadze.db.migrate import migrate as _migrate
 from akadze.db.queries import Queries
 from akadze.db.raw import RawConnections
@@ -192,7 +193,11 @@ class Akadze:
 
     async def migrate(self) -> list[int]:
         """Create or upgrade the schema; idempotent and safe from several processes at once."""
-        return await _migrate(self._engine)
+        try:
+            return await _migrate(self._engine)
+        except Exception as exc:
+            raise_if_unreachable(exc, self._engine)
+            raise
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -284,8 +289,17 @@ class Akadze:
     # -- jobs ------------------------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> Job | None:
-        async with self._engine.connect() as conn:
-            return await Queries.get_job(conn, job_id)
+        """The job with this id as the database holds it now, or None.
+
+        Raises:
+            DatabaseUnreachableError: no connection to the database could be made.
+        """
+        try:
+            async with self._engine.connect() as conn:
+                return await Queries.get_job(conn, job_id)
+        except Exception as exc:
+            raise_if_unreachable(exc, self._engine)
+            raise
 
     async def get_workflow(self, workflow_id: int) -> dict[str, Job]:
         """The steps of workflow ``workflow_id`` by step name, as the database holds them now
@@ -310,6 +324,7 @@ class Akadze:
         Raises:
             TimeoutError: the job did not finish within ``timeout``.
             JobNotFoundError: no job has this id.
+            DatabaseUnreachableError: no connection to the database could be made.
         """
         from akadze.waiting import wait_for
 

@@ -25,6 +25,7 @@ AkadzeError
 ├── WorkflowError (ValueError)          a workflow that cannot be enqueued: nothing was inserted
 ├── InvalidArgsError (ValueError)       a generated client refused the arguments
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
+├── DatabaseUnreachableError (ConnectionError) no connection to the database at the URL's address
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
 ├── SchemaVersionError                  the schema is older than this code: run akadze db migrate
 ├── ForwardOnlyError                    an Alembic downgrade of akadze's schema (migrations are forward-only)
@@ -297,6 +298,20 @@ class JobNotFoundError(AkadzeError, LookupError):
 
     job_id: int
     template = "job {job_id} does not exist (never enqueued here, or pruned)"
+
+
+class DatabaseUnreachableError(AkadzeError, ConnectionError):
+    """No connection could be made to the database: nothing listens at its address, the host
+    does not resolve, the server refused the login or has no such database.
+
+    Raised by what a producer calls (``enqueue``, ``get_job``, ``wait_for``, ``migrate``) in
+    place of the driver's error, which stays the ``__context__``. ``address`` is the URL's
+    ``user@host:port/database``, never its password; ``reason`` the driver's own words.
+    """
+
+    address: str
+    reason: str
+    template = "cannot connect to the database at {address} ({reason}); check the database URL"
 
 
 class SchemaMissingError(AkadzeError):

@@ -22,6 +22,7 @@ from akadze.backoff import BackoffPolicy
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.codec.batch import encode_many
 from akadze.codec.results import ResultType, finished_result
+from akadze.db.errors import raise_if_unreachable
 from akadze.db.queries import NewJobs, Queries
 from akadze.db.raw import RawConnections
 from akadze.db.status import raise_if_schema_missing
@@ -368,8 +369,9 @@ async def insert_jobs(
             # autocommit on the driver connection: one statement, no BEGIN/COMMIT
             return await _insert(conn, new, payloads, ())
     except Exception as exc:
-        # a database never migrated: one clear error, not the driver's SQL and chain
+        # a database never migrated, or none to reach: one clear error, not the driver's chain
         raise_if_schema_missing(exc)
+        raise_if_unreachable(exc, placement.engine if placement.session is None else None)
         raise
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from akadze.db.errors import raise_if_unreachable
 from akadze.db.queries import Queries
 from akadze.db.raw import driver_connection
 from akadze.db.sql import DONE_CHANNEL
@@ -77,6 +78,7 @@ async def wait_for(
                     await conn.rollback()
             except Exception as exc:
                 raise_if_schema_missing(exc)
+                raise_if_unreachable(exc, engine)
                 raise
             if job is None:
                 raise JobNotFoundError(job_id)

@@ -155,6 +155,7 @@ async def get_job(connection: Session | AsyncEngine, job_id: int) -> Job | None:
     transaction) or an ``AsyncEngine``. The same Job the worker side returns: ``job.state``
     is a :class:`JobState`, ``job.result`` the task's JSON result once it succeeded.
     """
+    from akadze.db.errors import raise_if_unreachable
     from akadze.db.queries import Queries
     from akadze.db.status import raise_if_schema_missing
 
@@ -172,6 +173,8 @@ async def get_job(connection: Session | AsyncEngine, job_id: int) -> Job | None:
         return await Queries.get_job(connection, job_id)
     except Exception as exc:
         raise_if_schema_missing(exc)
+        if isinstance(connection, AsyncEngine):
+            raise_if_unreachable(exc, connection)
         raise
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 #: SQLSTATE classes and codes that pass: connection loss, shutdown, serialization,
 #: deadlock, lock wait, a failover that left a read-only server
@@ -62,6 +64,44 @@ def is_transient(exc: BaseException) -> bool:
     return name in {"ConnectionDoesNotExistError", "InterfaceError", "InternalClientError"} or (
         "connection" in str(exc).lower() and "closed" in str(exc).lower()
     )
+
+
+#: SQLSTATEs of a connection refused before any statement: the login (28), the database (3D),
+#: the client or server giving up on the connection (08001, 08004), a server starting up or
+#: out of connection slots
+_CONNECT_CODES = ("28", "3D", "08001", "08004", "57P03", "53300")
+
+
+def raise_if_unreachable(exc: BaseException, engine: AsyncEngine | None) -> None:
+    """Raise DatabaseUnreachableError (the address of ``engine``'s URL, the driver's reason)
+    when ``exc`` means no connection could be made; anything else (or no engine: the caller's
+    own connection) is left to the caller.
+
+    Raised ``from None``: a producer's traceback ends in one line that names the server,
+    not in the driver's chain (the driver's error stays its ``__context__``).
+    """
+    from akadze.errors import DatabaseUnreachableError
+
+    if engine is None or isinstance(exc, DatabaseUnreachableError):
+        return
+    chain = _chain(exc)
+    code = sqlstate(exc) or ""
+    refused = any(isinstance(inner, OSError | TimeoutError) for inner in chain)
+    if refused or code.startswith(_CONNECT_CODES) or no_server_fits(exc):
+        inner = chain[-1]
+        words = (str(inner).strip().splitlines() or [""])[0]
+        reason = f"{type(inner).__name__}: {words}" if words else type(inner).__name__
+        raise DatabaseUnreachableError(address(engine.url), reason) from None
+
+
+def address(url: URL) -> str:
+    """``user@host:port/database`` of a database URL, without its password (several hosts,
+    or a socket directory, as the URL's ``?host=`` gives them)."""
+    host: object = url.host or url.query.get("host") or "localhost"
+    hosts = ",".join(host) if isinstance(host, tuple) else str(host)
+    port = f":{url.port}" if url.port else ""
+    user = f"{url.username}@" if url.username else ""
+    return f"{user}{hosts}{port}/{url.database or ''}"
 
 
 def violates(exc: BaseException, index: str) -> bool:
