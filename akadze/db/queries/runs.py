@@ -166,7 +166,8 @@ def _claim_params(queues: Sequence[str], limit: int, worker_id: str | None) -> d
 
 
 def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed]]:
-    claimed = [row_to_job(row, json_text=True) for row in rows if not row["written"]]
+    # written NULL: a workflow step released or cancelled by the ends written (events: not yet)
+    claimed = [row_to_job(row, json_text=True) for row in rows if row["written"] is False]
     return claimed, [_completed(row) for row in rows if row["written"]]
 
 

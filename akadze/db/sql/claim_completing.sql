@@ -2,7 +2,8 @@
 -- then claims up to :limit ready jobs of :queues (claimed), and commits both at once; with no
 -- outcomes it only claims, and with no queues (and :limit 0) it only writes (the completer,
 -- complete_tx). Its rows are the claimed jobs (written false), then the written ones (written
--- true, the columns a write does not return NULL).
+-- true, the columns a write does not return NULL), then the workflow steps their ends released
+-- or cancelled (written NULL, the same columns as the written ones).
 --
 -- done: ends many runs. Each outcome applies only while its (id, run) still owns a running job:
 -- a rescued or re-claimed job is left alone (fencing). A cancel request or expiry on the locked
@@ -84,7 +85,7 @@ WITH RECURSIVE done AS (
     WHERE j.id = c.id
         AND j.run = c.run
         AND j.state = 'running'
-    RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.run, j.run_at, j.awaited
+    RETURNING j.id, j.task, j.queue, j.state, j.attempt, j.run, j.run_at, j.awaited, j.workflow_id, j.step
 ),
 -- up to :many_queues queues: one queue at a time (with more, unnest(NULL) gives none)
 per_queue AS (
@@ -188,7 +189,21 @@ claimed AS (
         {claim_set}
     WHERE j.ctid = ANY(ARRAY(SELECT per_queue.tid FROM per_queue UNION ALL SELECT across_queues.tid FROM across_queues))
     {claim_returning}
-)
+),
+-- the workflow steps this statement ended (by an outcome, or cancelled at claim): their
+-- waiting children are released or cancelled with them ({settle_steps}, db/sql.py)
+ended AS (
+    SELECT done.id, done.step, done.state
+    FROM done
+    WHERE done.workflow_id IS NOT NULL
+        AND done.state IN ('succeeded', 'failed', 'cancelled')
+    UNION ALL
+    SELECT claimed.id, claimed.step, claimed.state
+    FROM claimed
+    WHERE claimed.workflow_id IS NOT NULL
+        AND claimed.state = 'cancelled'
+),
+{settle_steps}
 SELECT {claimed_reply}, false AS written, NULL AS notified
 FROM claimed
 UNION ALL
@@ -200,3 +215,6 @@ SELECT
         THEN pg_notify('akadze_done', CAST(done.id AS text)) IS NULL
     END AS notified
 FROM done
+UNION ALL
+SELECT {settled_reply}, NULL, settled.notified
+FROM settled

@@ -40,12 +40,13 @@
 -- The row's due_at: now() while the group has parked jobs and room, the next time a place may
 -- free while it is full (:recheck_s on, or its rate window's oldest start leaving it), NULL once
 -- a claim with room and a snapshot that sees the row's last writer finds no parked job.
--- A cancelled or expired job ends at claim without counting. A paused queue is skipped by every
+-- A cancelled or expired job ends at claim without counting (a workflow step's waiting
+-- children with it: {settle_steps}). A paused queue is skipped by every
 -- read. A last row with a NULL id says that more jobs may be ready at once: `more` true when
 -- the claim parked jobs (others may be ready behind them in the index; the next claim reads
 -- further), false when a group gave its whole share of parked jobs (it may have more). The
 -- fetcher then claims again at once.
-WITH snap AS (
+WITH RECURSIVE snap AS (
     -- this statement's snapshot, read once: a group row written by a claim it does not see
     -- is trusted as it is
     SELECT pg_current_snapshot() AS snapshot
@@ -474,7 +475,16 @@ parking AS (
     WHERE j.id = h.id
         AND j.id = ANY (ARRAY(SELECT u2.id FROM unfit AS u2 UNION ALL SELECT o3.id FROM ordered AS o3))
     RETURNING j.id
-)
+),
+-- the workflow steps cancelled at this claim: their waiting children are cancelled with them,
+-- or released if they run whatever their parents' end ({settle_steps}, db/sql.py)
+ended AS (
+    SELECT claimed.id, claimed.step, claimed.state
+    FROM claimed
+    WHERE claimed.workflow_id IS NOT NULL
+        AND claimed.state = 'cancelled'
+),
+{settle_steps}
 SELECT claimed.*, CAST(NULL AS boolean) AS more
 FROM claimed
 UNION ALL
