@@ -8,7 +8,7 @@ import contextvars
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -39,6 +39,18 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.cancel_requested = self.job.cancel_requested
+
+    async def dependency_results(self) -> dict[str, Any]:
+        """The results of the steps this workflow step waits for (its ``after``), by step
+        name, as JSON: ``None`` for a step that returned nothing. A step that did not succeed
+        (a step with ``after_failure="run"`` runs after those too) is absent. Empty outside a
+        workflow or for a step that waits for none. One query each call.
+        """
+        if self.job.workflow_id is None:
+            return {}
+        gate = _gates.get(id(self.app))
+        async with gate or contextlib.nullcontext(), self.app.engine.connect() as conn:
+            return await Queries.dependency_results(conn, self.job.id)
 
     @asynccontextmanager
     async def complete_tx(self) -> AsyncIterator[AsyncConnection]:

@@ -61,7 +61,8 @@ async def requeue(
     it was neither failed nor cancelled (or does not exist, or is a workflow step cancelled
     while it waited for its parents). Raises UniqueConflictError when a newer job holds its
     unique key. With ``app``, its on_transition hooks run here and its events subscribers hear
-    of it once your transaction commits."""
+    of it once your transaction commits. A workflow step takes back the steps after it that
+    its end had cancelled: they wait for it again (docs/workflows.md)."""
     conn = await _connection(connection)
     changed = await _requeued(conn, int(job_id))
     if changed is None:
@@ -69,6 +70,13 @@ async def requeue(
     job, from_state = changed
     if app is not None:
         await _transition(app, conn, job, from_state, Kind.REQUEUED)
+    if job.workflow_id is not None:
+        # the steps its end had cancelled wait for it again (docs/workflows.md)
+        from akadze.control.steps import repark_dependents
+
+        for step, step_from in await repark_dependents(conn, job):
+            if app is not None:
+                await _transition(app, conn, step, step_from, Kind.REQUEUED)
     return job
 
 

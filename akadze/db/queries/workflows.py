@@ -3,13 +3,13 @@ parents' results (docs/workflows.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
 from msgspec.structs import replace
 
-from akadze.codec.stored import row_to_job
+from akadze.codec.stored import decode_stored, row_to_job
 from akadze.db.queries.connection import Connection, fetch
 from akadze.db.queries.enqueue import NewJobs, _new_job
 from akadze.db.sql import statement
@@ -75,3 +75,26 @@ class WorkflowQueries:
         """Each unfinished step cancelled (queued) or marked (running), with its previous state."""
         rows = await fetch(conn, statement("cancel_workflow"), {"workflow_id": workflow_id})
         return [(row_to_job(row, json_text=True), JobState(row["from_state"])) for row in rows]
+
+    @staticmethod
+    async def dependency_results(conn: Connection, job_id: int) -> dict[str, Any]:
+        """The results of the succeeded parents of step ``job_id``, by step name (JSON)."""
+        rows = await fetch(conn, statement("dependency_results"), {"id": job_id})
+        return {row["step"]: None if row["result"] is None else decode_stored(row["result"]) for row in rows}
+
+    @staticmethod
+    async def step_dependents(conn: Connection, step_id: int) -> Sequence[Any]:
+        """The steps after step ``step_id`` a requeue may take back, locked, one row per edge
+        into them (akadze/control/steps.py reads them)."""
+        return await fetch(conn, statement("step_dependents"), {"id": step_id})
+
+    @staticmethod
+    async def repark_steps(
+        conn: Connection, counts: Mapping[int, int], added: Collection[int]
+    ) -> list[tuple[Job, bool]]:
+        """Park again the steps of ``counts`` (id -> parents to wait for, or to add for those in
+        ``added``); each as written, and whether it was added to."""
+        ids = sorted(counts)
+        params = {"ids": ids, "counts": [counts[i] for i in ids], "added": [i in added for i in ids]}
+        rows = await fetch(conn, statement("repark_steps"), params)
+        return [(row_to_job(row, json_text=True), bool(row["added"])) for row in rows]

@@ -5,6 +5,11 @@
 -- ({prune_lock}, db/sql.py: one pruner at a time, and no session state, so it passes PgBouncer
 -- in transaction mode); rows locked by anyone else are skipped (SKIP LOCKED), never waited on.
 -- Returns whether the lock was taken and how many rows went ({prune_reply}).
+-- A finished workflow step stays while its workflow has an unfinished step (one probe of
+-- akadze_jobs_workflow_open_idx per finished step): a waiting step still needs its parents'
+-- results, and the workflow's page its graph. A step goes with the edges into it (every edge has
+-- its child: none is left once the workflow's steps are gone), a workflow's row with its last
+-- step.
 WITH {prune_lock},
 doomed AS (
     SELECT j.id
@@ -12,6 +17,15 @@ doomed AS (
     WHERE j.state IN ('succeeded', 'failed', 'cancelled')
         AND j.finished_at < now() - make_interval(secs => CAST(:retention_s AS double precision))
         AND (SELECT pruner.locked FROM pruner)
+        AND (
+            j.workflow_id IS NULL
+            OR NOT EXISTS (
+                SELECT 1
+                FROM akadze_jobs AS o
+                WHERE o.workflow_id = j.workflow_id
+                    AND o.state IN ('queued', 'running')
+            )
+        )
     ORDER BY j.finished_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -20,6 +34,20 @@ gone AS (
     DELETE FROM akadze_jobs AS j
     USING doomed
     WHERE j.id = doomed.id
-    RETURNING j.id
+    RETURNING j.id, j.workflow_id
+),
+edges_gone AS (
+    DELETE FROM akadze_job_deps AS d
+    WHERE d.child_id = ANY (ARRAY(SELECT gone.id FROM gone WHERE gone.workflow_id IS NOT NULL))
+),
+workflows_gone AS (
+    DELETE FROM akadze_workflows AS w
+    WHERE w.id IN (SELECT gone.workflow_id FROM gone)
+        AND NOT EXISTS (
+            SELECT 1
+            FROM akadze_jobs AS s
+            WHERE s.workflow_id = w.id
+                AND s.id NOT IN (SELECT gone.id FROM gone)
+        )
 )
 {prune_reply}

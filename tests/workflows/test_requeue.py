@@ -1,0 +1,132 @@
+"""requeue of a failed step takes back the steps its failure cancelled (issue 29, point 2);
+the decision is pure (akadze.control.steps.reparked), the two statements do the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from akadze import Akadze, JobState, Workflow, requeue
+from akadze.control.steps import Dependent, reparked
+from akadze.testing import drain
+from tests.support import fetch, module_database
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, server_url: str, template_db: str) -> str:
+    """One database for this module's tests, reset before each (tests/support.py)."""
+    return module_database(request, server_url, template_db)
+
+
+def flaky(app: Akadze) -> tuple[Any, set[str], list[str]]:
+    failing: set[str] = set()
+    ran: list[str] = []
+
+    @app.task("wf.step", max_attempts=1)
+    async def step(name: str) -> None:
+        ran.append(name)
+        if name in failing:
+            raise ValueError(f"{name} broke")
+
+    return step, failing, ran
+
+
+async def states(app: Akadze, jobs: dict[str, Any]) -> dict[str, JobState]:
+    found = await app.get_workflow(next(iter(jobs.values())).workflow_id)
+    return {name: job.state for name, job in found.items()}
+
+
+async def waits(database_url: str, jobs: dict[str, Any]) -> dict[str, tuple[str, str | None, int]]:
+    rows = await fetch(
+        database_url,
+        "SELECT step, state, parked, deps_left FROM akadze_jobs WHERE workflow_id = $1",
+        next(iter(jobs.values())).workflow_id,
+    )
+    return {r["step"]: (r["state"], r["parked"], r["deps_left"]) for r in rows}
+
+
+async def test_requeue_of_a_failed_step_takes_back_the_steps_it_cancelled(
+    app: Akadze, database_url: str
+) -> None:
+    step, failing, ran = flaky(app)
+    wf = Workflow()
+    wf.add("a", step.bind(name="a"))
+    wf.add("b", step.bind(name="b"), after=["a"])
+    wf.add("c", step.bind(name="c"), after=["b"])
+    jobs = await wf.enqueue()
+    failing.add("a")
+    await drain(app)
+    assert await states(app, jobs) == {"a": JobState.FAILED, "b": JobState.CANCELLED, "c": JobState.CANCELLED}
+
+    failing.clear()
+    async with app.engine.begin() as conn:
+        again = await requeue(conn, jobs["a"].id)
+    assert again is not None and again.state is JobState.QUEUED
+    assert await waits(database_url, jobs) == {
+        "a": ("queued", None, 0),
+        "b": ("queued", "deps", 1),
+        "c": ("queued", "deps", 1),
+    }
+    await drain(app)
+    assert ran == ["a", "a", "b", "c"]
+    assert await states(app, jobs) == dict.fromkeys(jobs, JobState.SUCCEEDED)
+
+
+async def test_a_step_that_another_failed_parent_cancelled_stays_cancelled_until_both_are_requeued(
+    app: Akadze, database_url: str
+) -> None:
+    step, failing, ran = flaky(app)
+    wf = Workflow()
+    wf.add("ship", step.bind(name="ship"))
+    wf.add("mail", step.bind(name="mail"))
+    wf.add("close", step.bind(name="close"), after=["ship", "mail"])
+    jobs = await wf.enqueue()
+    failing.update({"ship", "mail"})
+    await drain(app)
+    assert (await states(app, jobs))["close"] is JobState.CANCELLED
+
+    failing.clear()
+    async with app.engine.begin() as conn:
+        await requeue(conn, jobs["ship"].id)
+    assert (await waits(database_url, jobs))["close"] == ("cancelled", "deps", 2)
+    await drain(app)
+    assert (await states(app, jobs))["close"] is JobState.CANCELLED
+    async with app.engine.begin() as conn:
+        await requeue(conn, jobs["mail"].id)
+    assert (await waits(database_url, jobs))["close"] == ("queued", "deps", 1)
+    await drain(app)
+    assert await states(app, jobs) == dict.fromkeys(jobs, JobState.SUCCEEDED)
+    assert ran.count("close") == 1
+
+
+async def test_a_waiting_step_that_runs_whatever_waits_again_for_a_requeued_parent(
+    app: Akadze, database_url: str
+) -> None:
+    step, failing, _ = flaky(app)
+    wf = Workflow()
+    wf.add("a", step.bind(name="a"))
+    wf.add("gate", step.bind(name="gate"), after=["slow"])
+    wf.add("slow", step.using(queue="later").bind(name="slow"))
+    wf.add("cleanup", step.bind(name="cleanup"), after=["a", "gate"], after_failure="run")
+    jobs = await wf.enqueue()
+    failing.add("a")
+    await drain(app, queues=["default"])
+    assert (await waits(database_url, jobs))["cleanup"] == ("queued", "deps", 1)
+    async with app.engine.begin() as conn:
+        await requeue(conn, jobs["a"].id)
+    assert (await waits(database_url, jobs))["cleanup"] == ("queued", "deps", 2)
+
+
+def test_reparked_walks_the_rule_without_a_database() -> None:
+    # 1 requeued; 2 and 3 cancelled by it; 4 cancelled by 3 and by 9, which failed on its own;
+    # 5 waits whatever for 1 and 6; 7 succeeded long ago
+    dep = "akadze.DependencyFailed"
+    steps = {
+        2: Dependent("cancelled", "deps", "cancel", dep, {1: "queued"}),
+        3: Dependent("cancelled", "deps", "cancel", dep, {2: "cancelled", 7: "succeeded"}),
+        4: Dependent("cancelled", "deps", "cancel", dep, {3: "cancelled", 9: "failed"}),
+        5: Dependent("queued", "deps", "run", None, {1: "queued", 6: "running"}),
+        8: Dependent("cancelled", None, "cancel", None, {1: "queued"}),
+    }
+    assert reparked(1, steps) == ({2: 1, 3: 1}, {5: 1})
