@@ -30,10 +30,11 @@ import pydantic_core
 from pydantic import ConfigDict, TypeAdapter
 from typing_extensions import TypedDict
 
+from akadze.codec.jsontypes import check_json, unsupported_argument
 from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
 from akadze.codec.wirekeys import dataclasses_to_wire, rekeyed_class, schema_differs, to_wire
 from akadze.codec.wireschema import WireSchema
-from akadze.errors import ArgsTooDeepError, ConfigError, ResultNotJson
+from akadze.errors import ArgsTooDeepError, ConfigError
 
 #: encoded arguments larger than this are refused at enqueue
 DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
@@ -279,7 +280,9 @@ def build_codec(
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(typed_dict)
     except pydantic.PydanticSchemaGenerationError as exc:
-        raise ConfigError(f"task {task_name!r}: unsupported argument type: {exc}") from None
+        raise unsupported_argument(
+            task_name, {n: typing.get_args(f)[0] for n, f in fields.items()}, exc
+        ) from None
     try:
         # the fingerprint is built from the JSON schema: a type pydantic validates but cannot
         # describe (arbitrary_types_allowed) cannot travel as JSON either
@@ -367,32 +370,8 @@ def encode_result(value: Any) -> str | None:
     levels) raises ResultNotJson."""
     if value is None:
         return None
-    _check_json(value, "$", 0)
+    check_json(value)
     return ARGS_ENCODER.encode(value).decode()
-
-
-def _check_json(value: Any, path: str, depth: int) -> None:
-    kind = type(value)
-    if kind is str or kind is bool or kind is int or value is None:
-        return
-    if kind is float:
-        if not math.isfinite(value):
-            raise ResultNotJson("non-finite float", path)
-        return
-    if kind is list or kind is tuple or kind is dict:
-        if depth >= MAX_JSON_DEPTH:
-            raise ResultNotJson(f"value nested deeper than {MAX_JSON_DEPTH} levels", path)
-    if kind is list or kind is tuple:
-        for index, item in enumerate(value):
-            _check_json(item, f"{path}[{index}]", depth + 1)
-        return
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise ResultNotJson(f"{type(key).__qualname__} key", path)
-            _check_json(item, f"{path}.{key}", depth + 1)
-        return
-    raise ResultNotJson(kind.__qualname__, path)
 
 
 def encode_json(value: Any) -> str:
