@@ -36,6 +36,11 @@ class RunContext:
     #: runs in one query per heartbeat interval. A task may stop early on it; the outcome rules
     #: still decide the job's end (raising Cancel, or any error, ends it cancelled).
     cancel_requested: bool = field(default=False, init=False)
+    #: True while a complete_tx() block runs: a forced stop (Worker(cancel_grace=...)) waits
+    #: for the block to end, as a cancel never cuts a block
+    in_block: bool = field(default=False, init=False)
+    #: True once the worker stopped this run past its cancel grace: the run ends cancelled
+    stopped_by_worker: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.cancel_requested = self.job.cancel_requested
@@ -66,21 +71,29 @@ class RunContext:
         job = self.job
         gate = _gates.get(id(self.app))
         async with gate or contextlib.nullcontext(), self.app.engine.connect() as conn:
-            async with conn.begin():
-                yield conn
-                ended = Completion(
-                    job.id,
-                    job.run,
-                    Transition(
-                        JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
-                    ),
-                    result=None,
-                )
-                written = await Queries.complete_batch(conn, [ended])
-                if not written:
-                    raise LostOwnershipError(job.id, job.run)
-                await transitions_written(self.app.hooks.on_transition, conn, written, JobState.RUNNING)
-            self.completed = written[0]
+            self.in_block = True
+            try:
+                async with conn.begin():
+                    yield conn
+                    ended = Completion(
+                        job.id,
+                        job.run,
+                        Transition(
+                            JobState.SUCCEEDED,
+                            job.attempt,
+                            None,
+                            cancellable=False,
+                            verdict=Verdict.SUCCEEDED,
+                        ),
+                        result=None,
+                    )
+                    written = await Queries.complete_batch(conn, [ended])
+                    if not written:
+                        raise LostOwnershipError(job.id, job.run)
+                    await transitions_written(self.app.hooks.on_transition, conn, written, JobState.RUNNING)
+                self.completed = written[0]
+            finally:
+                self.in_block = False
 
 
 def current() -> RunContext:
@@ -121,6 +134,11 @@ def leave(token: contextvars.Token[RunContext]) -> None:
     if _runs.get((id(ctx.app), ctx.job.id)) is ctx:
         del _runs[id(ctx.app), ctx.job.id]
     _current.reset(token)
+
+
+def run_of(app: Akadze, job_id: int) -> RunContext | None:
+    """The run of ``app``'s job ``job_id`` in progress in this process, if any."""
+    return _runs.get((id(app), job_id))
 
 
 def has_runs(app: Akadze) -> bool:

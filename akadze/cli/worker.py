@@ -76,6 +76,14 @@ def worker(
         float,
         typer.Option(min=0.3, help="Seconds without heartbeat before a worker counts as lost."),
     ] = 30.0,
+    cancel_grace: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds a running job may go on after its cancel request is seen; then the "
+            "worker stops it and it ends cancelled (default: never; docs/outcomes.md).",
+        ),
+    ] = None,
     log_level: LogLevelOption = "INFO",
     log_format: LogFormatOption = LogFormat.TEXT,
     log_tracebacks: Annotated[
@@ -119,6 +127,7 @@ def worker(
                 poll_interval=timedelta(seconds=poll_interval),
                 lost_after=timedelta(seconds=lost_after),
                 heartbeat_interval=timedelta(seconds=min(5.0, lost_after / 4)),
+                cancel_grace=timedelta(seconds=cancel_grace) if cancel_grace is not None else None,
             )
             if metrics_port is not None:
                 from akadze.events.metrics import serve_worker_metrics

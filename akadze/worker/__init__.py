@@ -30,7 +30,7 @@ from akadze.db.queries import Queries
 from akadze.db.status import check_schema
 from akadze.job import Job, JobState
 from akadze.worker import signals
-from akadze.worker.cancels import cancel_service
+from akadze.worker.cancels import CancelGrace, cancel_service
 from akadze.worker.completer import store_result
 from akadze.worker.connection import check_pool
 from akadze.worker.executor import execute
@@ -75,6 +75,10 @@ class Worker:
         db_slots: how many runs may hold a connection in ``complete_tx()`` at once (None: every
             slot); the pool then needs the worker's own connections plus this many. For tasks
             that mostly do not touch the database (docs/install.md, "How many connections").
+        cancel_grace: how long a run may go on once the worker has seen its job's cancel
+            request (at most one heartbeat interval after ``request_cancel``); then the worker
+            stops it and the job ends cancelled (worker/cancels.py says what cannot be
+            stopped). None (the default): a cancel request is advice only.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class Worker:
         listen: bool = True,
         name: str | None = None,
         db_slots: int | None = None,
+        cancel_grace: timedelta | None = None,
     ) -> None:
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be an integer of 1 or more, got {slots!r}")
@@ -116,6 +121,10 @@ class Worker:
         ):
             raise ValueError(f"db_slots must be an integer of 1 or more, got {db_slots!r}")
         self.db_slots = db_slots
+        if cancel_grace is not None and (
+            not isinstance(cancel_grace, timedelta) or cancel_grace < timedelta(0)
+        ):
+            raise ValueError(f"cancel_grace must be a timedelta of 0 or more, or None, got {cancel_grace!r}")
         check_pool(app, min(slots, db_slots or slots), listen)
         self.id = str(uuid4())
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -149,6 +158,13 @@ class Worker:
         #: builds the events of this worker's transitions, published off the claim cycle
         self.publisher = Publisher(self.events, self.id)
         self._heartbeat: Heartbeat | None = None
+        #: stops the runs that go on past their cancel request (cancel_grace)
+        self.cancel_grace = CancelGrace(
+            app,
+            cancel_grace.total_seconds() if cancel_grace is not None else None,
+            self._running,
+            self.heartbeat_interval_s,
+        )
         #: the claim cycle: free slots, the claim, the outcomes' writes, a lost claim's recovery
         self.fetcher = Fetcher(
             app,
@@ -287,6 +303,7 @@ class Worker:
                 await store_result(self.app.engine, job, completion.result, self.lost_after_s)
         finally:
             self._running.pop((job.id, job.run), None)
+            self.cancel_grace.forget((job.id, job.run))
             self.runs += 1
         if completion.committed:
             # complete_tx wrote the outcome in the run's own transaction

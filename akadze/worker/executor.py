@@ -22,7 +22,7 @@ from akadze.context import RunContext, enter, leave
 from akadze.errors import UndecodableJobError, UnknownTaskError
 from akadze.events import tracing
 from akadze.job import Job, JobState
-from akadze.outcomes import Completion, RunEnd, Transition, Verdict, decide
+from akadze.outcomes import Cancel, Completion, RunEnd, Transition, Verdict, decide
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -172,10 +172,17 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
                 raise
     except asyncio.CancelledError as exc:
         running = asyncio.current_task()
-        if running is None or running.cancelling():
+        if ctx.stopped_by_worker:
+            # past its cancel grace (worker/cancels.py): ends as a Cancel, and the task goes on
+            # uncancelled to hand its outcome over
+            if running is not None:
+                running.uncancel()
+            error = Cancel("stopped by the worker: the run went on past its cancel grace")
+        elif running is None or running.cancelling():
             return Ran(RunEnd.SHUTDOWN)  # the worker stopped this run: back to queued
-        # nobody cancelled the run: the task raised CancelledError itself, an error like any other
-        error = exc
+        else:
+            # nobody cancelled the run: the task raised CancelledError itself, an error like any other
+            error = exc
     except BaseException as exc:  # the run's error, whatever the task raised
         error = exc
     finally:
