@@ -184,7 +184,7 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
     found = await Queries.get_job(conn, wanted)
     if found is None:
         return None
-    now, paused_at = await Queries.queue_pause(conn, found.queue)
+    now, paused_at, parked = await Queries.explain_context(conn, found.id, found.queue)
     live = await Queries.live_task_schemas(conn)
     workers = await Queries.live_workers(conn) if found.state is JobState.RUNNING else []
     task = application.tasks.get(found.task)
@@ -194,7 +194,16 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
         per_s = None if limit.per is None else limit.per.total_seconds()
         holders = await Queries.limit_holders(conn, found.id, key=limit.key, per_s=per_s)
         hold = hold_of(limit, holders, now=now)
-    return decide(found, now=now, paused_at=paused_at, live=live, workers=workers, hold=hold)
+    return decide(
+        found,
+        now=now,
+        paused_at=paused_at,
+        live=live,
+        workers=workers,
+        hold=hold,
+        parked=parked,
+        limits_known=task is not None,
+    )
 
 
 def _hooks(application: Akadze) -> Akadze | None:

@@ -74,6 +74,8 @@ def explain(
     live: Sequence[LiveTask],
     workers: Sequence[LiveWorker],
     hold: Hold | None = None,
+    parked: str | None = None,
+    limits_known: bool = True,
 ) -> Explanation:
     """The reasons ``job`` is in its state at ``now`` (the database's clock).
 
@@ -85,9 +87,14 @@ def explain(
             row with ``task`` None for a worker that published none).
         workers: the live workers (live_workers), to name the one running the job.
         hold: the job's limit, when it holds the job back (issue 14).
+        parked: the job's ``parked`` column: ``'limit'`` when a claim found its limit's group
+            full and set it aside (docs/flow-control.md); visible without the app.
+        limits_known: whether the task's Limit is known here (the app was given and declares
+            the task). Without it, a job not parked may still be held by a limit a claim has
+            not met yet: the reasons say so rather than call it ready outright.
     """
     if job.state is JobState.QUEUED:
-        reasons = _queued(job, now, paused_at, live, hold)
+        reasons = _queued(job, now, paused_at, live, hold, parked, limits_known)
     elif job.state is JobState.RUNNING:
         reasons = _running(job, now, workers)
     else:
@@ -96,7 +103,13 @@ def explain(
 
 
 def _queued(
-    job: Job, now: datetime, paused_at: datetime | None, live: Sequence[LiveTask], hold: Hold | None
+    job: Job,
+    now: datetime,
+    paused_at: datetime | None,
+    live: Sequence[LiveTask],
+    hold: Hold | None,
+    parked: str | None,
+    limits_known: bool,
 ) -> list[Reason]:
     reasons: list[Reason] = []
     if job.cancel_requested:
@@ -154,16 +167,38 @@ def _queued(
         reasons.append(
             Reason("held_by_limit", f"held by its limit ({hold.limit}); jobs filling it: {blocking}")
         )
+    elif parked == "limit":
+        reasons.append(Reason("held_by_limit", _parked(limits_known)))
     if not reasons:
         waited = f"; waiting {_span(now - job.run_at)} so far" if job.run_at <= now else ""
+        unless = (
+            ""
+            if limits_known
+            else "; unless a Limit of its task holds it, which is not known without the app "
+            "(pass --app to check)"
+        )
         reasons.append(
             Reason(
                 "ready",
                 f"ready since {_at(job.run_at)}{waited}: a worker serving queue {job.queue!r} takes it "
-                "when it has a free slot (higher priorities and older jobs first)",
+                f"when it has a free slot (higher priorities and older jobs first){unless}",
             )
         )
     return reasons
+
+
+def _parked(limits_known: bool) -> str:
+    if limits_known:
+        # the app's limit has room now (hold is None), or the task declares none any more
+        return (
+            "parked by its limit, which does not hold it now: a limited claim takes it when its "
+            "group is next due (a task whose Limit was removed keeps its parked jobs: "
+            "docs/flow-control.md)"
+        )
+    return (
+        "held by its limit: a claim found its limit's group full and parked it; it starts when the "
+        "group has room (pass --app to name the limit and the jobs filling it)"
+    )
 
 
 def _delayed_why(job: Job) -> str:

@@ -39,10 +39,13 @@ class QueueQueries:
         return [QueueStats.of(row) for row in rows]
 
     @staticmethod
-    async def queue_pause(conn: Connection, queue: str) -> tuple[datetime, datetime | None]:
-        """The database's clock, and when ``queue`` was paused (None when it is not)."""
-        row = (await fetch(conn, statement("queue_pause"), {"queue": queue}))[0]
-        return row["now"], row["paused_at"]
+    async def explain_context(
+        conn: Connection, job_id: int, queue: str
+    ) -> tuple[datetime, datetime | None, str | None]:
+        """The database's clock, when ``queue`` was paused (None when it is not), and why job
+        ``job_id`` is parked (``'limit'``; None when it is not)."""
+        row = (await fetch(conn, statement("explain_context"), {"id": job_id, "queue": queue}))[0]
+        return row["now"], row["paused_at"], row["parked"]
 
     @staticmethod
     async def limit_holders(
