@@ -15,9 +15,19 @@ import subprocess
 import time
 from pathlib import Path
 
+#: where Debian and others install daemons: a normal user's PATH often lacks them
+SBIN = os.pathsep.join(("/usr/sbin", "/usr/local/sbin", "/sbin"))
+
+
+def binary() -> str | None:
+    """The pgbouncer executable: on PATH, else where Debian installs it (/usr/sbin), which a
+    normal user's PATH often leaves out; None when it is nowhere."""
+    return shutil.which("pgbouncer") or shutil.which("pgbouncer", path=SBIN)
+
 
 def available() -> bool:
-    return shutil.which("pgbouncer") is not None
+    """Whether pgbouncer is installed (on PATH or in an sbin folder)."""
+    return binary() is not None
 
 
 def free_port() -> int:
@@ -77,13 +87,13 @@ class PgBouncer:
         return config
 
     def _argv(self, config: Path) -> list[str]:
-        binary = shutil.which("pgbouncer") or "pgbouncer"
+        executable = binary() or "pgbouncer"
         if os.geteuid() != 0:
-            return [binary, str(config)]
+            return [executable, str(config)]
         unshare = shutil.which("unshare")
         if unshare and subprocess.run([unshare, "--user", "true"], check=False).returncode == 0:
-            return [unshare, "--user", binary, str(config)]
-        return [binary, "-u", "nobody", str(config)]
+            return [unshare, "--user", executable, str(config)]
+        return [executable, "-u", "nobody", str(config)]
 
     async def start(self, timeout: float = 15.0) -> int:
         self.port = free_port()
