@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
 import os
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -47,6 +48,7 @@ def handled(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         _named_database.clear()
+        _json_lines.clear()
         try:
             return fn(*args, **kwargs)
         except Exit as exc:
@@ -74,12 +76,49 @@ def handled(fn: Callable[..., T]) -> Callable[..., T]:
 _named_database: list[str] = []
 
 
+#: non-empty while the command logs as JSON (``--log-format json``): its own warnings and errors
+#: are then JSON lines too, on the same stream (stderr). Cleared by every command (handled).
+_json_lines: list[bool] = []
+
+
 def _say(line: str, code: int) -> None:
     """A command's last line: stdout for success, else stderr, where `akadze db migrate` names
-    the database as the command was given it."""
+    the database as the command was given it (a JSON line while the command logs as JSON)."""
     if code != 0 and _named_database:
         line = line.replace("`akadze db migrate`", f"`akadze db migrate {' '.join(_named_database)}`")
+    if code != 0 and _json_lines:
+        _json_line(logging.ERROR, line.removeprefix("error: "))
+        return
     typer.echo(line, err=code != 0)
+
+
+def warn(message: str) -> None:
+    """A warning of the command on stderr: ``warning: message``, or a JSON line while the
+    command logs as JSON."""
+    if _json_lines:
+        _json_line(logging.WARNING, message)
+    else:
+        typer.echo(f"warning: {message}", err=True)
+
+
+def _json_line(level: int, message: str) -> None:
+    from akadze.events.logs import JsonFormatter
+
+    record = logging.LogRecord("akadze.cli", level, __file__, 0, message, None, None)
+    typer.echo(JsonFormatter().format(record), err=True)
+
+
+def log_to(level: str, log_format: LogFormat, *, tracebacks: bool = False) -> None:
+    """Send the process's logs to stderr (akadze.events.logs.configure); in JSON, the command's
+    own warnings and errors from here on are JSON lines too. A bad level is exit 2."""
+    from akadze.events.logs import configure
+
+    if LogFormat(log_format) is LogFormat.JSON:
+        _json_lines.append(True)
+    try:
+        configure(level, log_format, tracebacks=tracebacks)
+    except ValueError:
+        fail(2, f"error: --log-level {level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
 
 
 def _database_failure(exc: Exception) -> str | None:

@@ -18,6 +18,7 @@ from akadze.cli.common import (
     handled,
     print_listing,
     refuse_extra,
+    warn,
     with_conn,
 )
 
@@ -103,6 +104,14 @@ def _switch(
     refuse_extra(extra, f"queues {'pause' if pause else 'resume'} NAME")
     check_name("queue", name)
     application = database(None, app_option, database_url)
+    known = application.queues()
+    if application.tasks and name not in known:
+        # an app that knows its queues (--app, AKADZE_APP) catches a typo, as `worker -q` does;
+        # the queue is switched anyway: a job can be put in any queue (using(queue=...))
+        warn(
+            f"no task of the app uses queue {name!r} (the app's tasks use: {', '.join(known)}); "
+            f"{'pausing' if pause else 'resuming'} it anyway"
+        )
 
     async def act(conn: AsyncConnection) -> bool:
         return await (Queries.pause_queue(conn, name) if pause else Queries.resume_queue(conn, name))

@@ -26,6 +26,7 @@ from akadze.cli.common import (
     app_for,
     fail,
     handled,
+    log_to,
     run,
 )
 from akadze.events.logs import LogFormat
@@ -72,12 +73,7 @@ def web(
     It has no login of its own: bind it to localhost (the default), or mount
     akadze.web.create_app(app, auth=...) in your own service (docs/dashboard.md). Each action
     is logged (akadze.web); requests are not."""
-    from akadze.events.logs import configure
-
-    try:
-        configure(log_level, log_format)
-    except ValueError:
-        fail(2, f"error: --log-level {log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+    log_to(log_level, log_format)
     application = app_for(app_path, app_option, "web")
     from akadze.web import create_app
 

@@ -17,7 +17,9 @@ from akadze.cli.common import (
     app_for,
     fail,
     handled,
+    log_to,
     run,
+    warn,
 )
 from akadze.events.logs import LogFormat
 
@@ -103,14 +105,10 @@ def worker(
     ] = "127.0.0.1",
 ) -> None:
     """Run a worker (all queues of the app's tasks when no -q)."""
-    from akadze.events.logs import configure
     from akadze.worker import Worker
 
+    log_to(log_level, log_format, tracebacks=log_tracebacks)
     queues = _queues(queue)
-    try:
-        configure(log_level, log_format, tracebacks=log_tracebacks)
-    except ValueError:
-        fail(2, f"error: --log-level {log_level!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
     application = app_for(app_path, app_option, "worker", database_url)
     if queues:
         _warn_unused(application, queues)
@@ -164,8 +162,7 @@ def _warn_unused(application: Akadze, queues: list[str]) -> None:
     known = set(application.queues())
     unused = [name for name in queues if name not in known]
     if unused:
-        typer.echo(
-            f"warning: no task of the app uses queue(s) {', '.join(map(repr, unused))} "
-            f"(the app's tasks use: {', '.join(sorted(known)) or 'none'}); serving them anyway",
-            err=True,
+        warn(
+            f"no task of the app uses queue(s) {', '.join(map(repr, unused))} "
+            f"(the app's tasks use: {', '.join(sorted(known)) or 'none'}); serving them anyway"
         )
