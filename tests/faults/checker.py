@@ -2,7 +2,8 @@
 
 Violations (each must be 0): lost, phantom (a failed enqueue that exists), duplicated
 enqueues, stuck (not terminal after the drain), unjustified re-runs (a run started again
-though its previous run neither was rescued, nor failed with an error, nor was released),
+though its previous run neither was rescued, nor failed with an error, nor was released, nor
+ended failed and was requeued),
 duplicate effects (a committed second effect, or two successful ends), effect mismatches
 (succeeded without its effect, an effect without success, an effect of a losing run), illegal
 state changes and attempts over budget. Everything else is a figure to report.
@@ -30,6 +31,9 @@ LEGAL = {
     ("running", "queued", 0),  # retry, snooze, release at shutdown, rescue
     ("failed", "queued", 0),  # requeue
 }
+#: a workflow step cancelled because a step it waits for failed, requeued with that step
+#: (DESIGN §6); the workflow scenario adds it to LEGAL
+DEPENDENT_REQUEUE = ("cancelled", "queued", 0)
 
 RESCUE_ERROR = "akadze.WorkerLost"
 
@@ -62,6 +66,8 @@ class Figures:
     reruns_rescue: int = 0
     reruns_error: int = 0
     reruns_release: int = 0
+    #: a run after the previous one ended failed and the job was requeued
+    reruns_requeue: int = 0
     reruns_unjustified: int = 0
     duplicate_effects: int = 0
     effect_mismatch: int = 0
@@ -118,7 +124,13 @@ class Figures:
 
     @property
     def reruns(self) -> int:
-        return self.reruns_rescue + self.reruns_error + self.reruns_release + self.reruns_unjustified
+        return (
+            self.reruns_rescue
+            + self.reruns_error
+            + self.reruns_release
+            + self.reruns_requeue
+            + self.reruns_unjustified
+        )
 
 
 TABLE_COLUMNS = (
@@ -168,6 +180,8 @@ def _other(fig: Figures) -> str:
     if fig.enqueued_unknown:
         parts.append(f"recovered {fig.recovered}")
     parts.append(f"succeeded/failed/cancelled {fig.succeeded}/{fig.failed}/{fig.cancelled}")
+    if fig.reruns_requeue:
+        parts.append(f"re-runs after a requeue {fig.reruns_requeue}")
     if fig.rescue_max_s is not None:
         parts.append(f"rescue p50/max {fig.rescue_p50_s:.1f}/{fig.rescue_max_s:.1f} s")
     if fig.overlaps:
@@ -193,6 +207,7 @@ async def check(
     seconds: float = 0.0,
     all_logged: bool = True,
     records_dsn: str | None = None,
+    legal: set[tuple[str, str, int]] | None = None,
 ) -> Figures:
     """Read the jobs and the ledger and classify every job.
 
@@ -200,6 +215,7 @@ async def check(
         produced: the producers' log; with ``all_logged`` every job row must come from it.
         effect_tasks: tasks whose success must come with exactly one effect of the winning run.
         records_dsn: where ``chk_exec`` and ``chk_fault`` are, when not beside the jobs.
+        legal: the allowed changes, when not LEGAL.
     """
     conn = await asyncpg.connect(dsn)
     try:
@@ -229,6 +245,7 @@ async def check(
         effect_tasks=set(effect_tasks),
         seconds=seconds,
         all_logged=all_logged,
+        legal=legal,
     )
 
 
@@ -245,6 +262,7 @@ def classify(
     effect_tasks: set[str],
     seconds: float = 0.0,
     all_logged: bool = True,
+    legal: set[tuple[str, str, int]] | None = None,
 ) -> Figures:
     """The pure part of ``check``: rows in, figures out (unit-tested with made-up rows)."""
     fig = Figures(scenario, jobs=len(jobs), seconds=seconds)
@@ -299,15 +317,20 @@ def classify(
             flag("over_budget", job["id"])
 
     # -- transitions -----------------------------------------------------------------------------
+    allowed = LEGAL if legal is None else legal
     ended_by: dict[tuple[int, int], Any] = {}
+    #: (job, run) whose end (failed) was followed by a requeue
+    requeued: set[tuple[int, int]] = set()
     for t in transitions:
         if t["old_state"] is None:
             if t["new_state"] != "queued":
                 flag("illegal", t["job_id"])
             continue
         step = t["new_run"] - t["old_run"]
-        if (t["old_state"], t["new_state"], step) not in LEGAL:
+        if (t["old_state"], t["new_state"], step) not in allowed:
             flag("illegal", t["job_id"])
+        if (t["old_state"], t["new_state"]) == ("failed", "queued"):
+            requeued.add((t["job_id"], t["old_run"]))
         if t["new_attempt"] > t["max_attempts"] and t["new_state"] == "running":
             flag("over_budget", t["job_id"])
         if t["old_state"] == "running":
@@ -338,6 +361,8 @@ def classify(
                 fig.reruns_error += 1
             elif reason == "release":
                 fig.reruns_release += 1
+            elif reason == "failed" and (job_id, previous) in requeued:
+                fig.reruns_requeue += 1
             else:
                 flag("reruns_unjustified", job_id)
             next_start = min(row["at"] for row in by_run[following])
@@ -387,6 +412,8 @@ def classify(
 
 
 def _end_reason(t: Any) -> str:
+    if t is not None and t["new_state"] == "failed":
+        return "failed"
     if t is None or t["new_state"] != "queued":
         return "none"
     if t["error_type"] == RESCUE_ERROR:

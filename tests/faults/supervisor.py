@@ -1,8 +1,9 @@
 """Worker processes for the scenarios: start, signal, restart, and their logs.
 
-Each worker is ``akadze worker tests.faults.app:create_app`` in its own process and process
-group, so SIGKILL, SIGSTOP and SIGTERM are real. Every signal the harness sends is written to
-``chk_fault`` with the target pid, which the checker uses to justify re-runs and time rescues.
+Each worker is ``akadze worker tests.faults.app:create_app`` (or the spec's app) in its own
+process and process group, so SIGKILL, SIGSTOP and SIGTERM are real. Every signal the harness
+sends is written to ``chk_fault`` with the target pid, which the checker uses to justify re-runs
+and time rescues.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class WorkerSpec:
     log_level: str = "INFO"
     pool_size: int | None = None
     queues: Sequence[str] = ("faults",)
+    #: the app the worker loads (``akadze worker APP``)
+    app: str = "tests.faults.app:create_app"
     extra_env: dict[str, str] = field(default_factory=dict)
     #: a command the worker's command line is appended to (it must exec it, keeping the pid):
     #: ``ip netns exec`` for a worker "host" in a network namespace (netns.py)
@@ -67,7 +70,7 @@ class WorkerProcess:
 
     def argv(self) -> list[str]:
         spec = self.spec
-        argv = [*spec.prefix, sys.executable, "-c", _CLI, "worker", "tests.faults.app:create_app"]
+        argv = [*spec.prefix, sys.executable, "-c", _CLI, "worker", spec.app]
         for queue in spec.queues:
             argv += ["-q", queue]
         argv += [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .checker import EnqueueRecord, Figures, classify, markdown_table
+from .checker import DEPENDENT_REQUEUE, LEGAL, EnqueueRecord, Figures, classify, markdown_table
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -171,3 +171,58 @@ def test_the_table_has_one_row_per_scenario_and_a_verdict() -> None:
     table = markdown_table([clean, broken]).splitlines()
     assert len(table) == 4
     assert table[2].endswith("PASS |") and "FAIL: duplicate_effects" in table[3]
+
+
+def requeued(job_id: int) -> dict[str, list[Any]]:
+    """A run that ended failed, a requeue, and a second run that succeeded."""
+    parts = happy(job_id)
+    parts["jobs"] = [job(job_id, run=2, attempt=2)]
+    parts["transitions"] = [
+        t(job_id, None, "queued", None, 0),
+        t(job_id, "queued", "running", 0, 1, s=1),
+        t(job_id, "running", "failed", 1, 1, error="akadze.Fail", s=2),
+        t(job_id, "failed", "queued", 1, 1, s=3),
+        t(job_id, "queued", "running", 1, 2, s=4),
+        t(job_id, "running", "succeeded", 2, 2, s=5),
+    ]
+    parts["execs"] = [e(job_id, 1, "start", 1), e(job_id, 2, "start", 4), e(job_id, 2, "end_ok", 5)]
+    parts["effects"] = [{"job_id": job_id, "run": 2}]
+    return parts
+
+
+def test_a_run_after_a_requeue_is_justified_and_counted_as_such() -> None:
+    fig = run(requeued(1))
+    assert fig.violations() == {} and fig.reruns_requeue == 1 and fig.reruns == 1
+
+
+def test_a_run_after_a_failure_without_a_requeue_is_unjustified() -> None:
+    parts = requeued(1)
+    del parts["transitions"][3]
+    fig = run(parts)
+    assert fig.reruns_unjustified == 1 and fig.reruns_requeue == 0
+
+
+def test_a_cancelled_step_requeued_is_legal_only_where_the_caller_allows_it() -> None:
+    parts = happy(1)
+    parts["jobs"] = [job(1, "cancelled")]
+    parts["transitions"] = [
+        t(1, None, "queued", None, 0),
+        t(1, "queued", "cancelled", 0, 0, error="akadze.DependencyFailed", s=1),
+        t(1, "cancelled", "queued", 0, 0, s=2),
+        t(1, "queued", "cancelled", 0, 0, s=3),
+    ]
+    parts["execs"], parts["effects"] = [], []
+    assert "illegal" in run(parts).violations()
+    fig = classify(
+        "unit",
+        jobs=parts["jobs"],
+        execs=[],
+        transitions=parts["transitions"],
+        effects=[],
+        duplicates=[],
+        faults=[],
+        produced=[EnqueueRecord("k1", "ok", 1)],
+        effect_tasks={"fault.work"},
+        legal=LEGAL | {DEPENDENT_REQUEUE},
+    )
+    assert fig.violations() == {}
