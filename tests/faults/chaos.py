@@ -21,7 +21,17 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import autofailover, flow_chaos, gil, herd, hostile_rows, pgbouncer, replication, scenarios
+from . import (
+    autofailover,
+    flow_chaos,
+    gil,
+    herd,
+    hostile_rows,
+    pgbouncer,
+    replication,
+    scenarios,
+    workflow_chaos,
+)
 from .autofailover import Formation
 from .checker import Figures, markdown_table
 from .failover import failover_under_load
@@ -92,6 +102,12 @@ SCENARIOS: dict[str, tuple[Run, bool]] = {
         False,
     ),
     "flow-pause": (lambda env, d, seed: flow_chaos.pause_chaos(env, jobs=2000, paused_s=10.0), False),
+    "workflows": (
+        lambda env, d, seed: workflow_chaos.workflow_chaos(
+            env, fan_ins=(1000, 1000, 1000), diamonds=int(4 * d), seconds=d, seed=seed, drain_timeout=600
+        ),
+        False,
+    ),
 }
 
 
