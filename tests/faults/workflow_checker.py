@@ -211,6 +211,7 @@ def judge(
             "releases": sum(releases.values()),
         }
     )
+    v.figures["runs whose dependency results were checked"] = len(deps)
     v.figures["fan-ins"] = _fan_ins(plans, by_id, per_job, execs, releases)
     bad_workflows = {by_id[j]["workflow_id"] for ids in v.violations.values() for j in ids if j in by_id}
     v.figures["workflows ended as their rules say"] = len(workflows) - len(bad_workflows)
