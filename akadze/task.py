@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar, overload
@@ -22,15 +22,11 @@ from akadze.backoff import BackoffPolicy
 from akadze.codec import UNKNOWN_ARGS_POLICIES, ArgsCodec, UnknownArgs
 from akadze.codec.batch import encode_many
 from akadze.codec.results import ResultType, finished_result
-from akadze.db.errors import raise_if_unreachable
-from akadze.db.queries import NewJobs, Queries
+from akadze.db.insert import insert_jobs
+from akadze.db.queries import NewJobs
 from akadze.db.raw import RawConnections
-from akadze.db.status import raise_if_schema_missing
 from akadze.errors import ConfigError
-from akadze.events import observe
 from akadze.flow import Limit, Unique
-from akadze.flow.uniqueness import insert_unique
-from akadze.hooks import EnqueueHook, call
 from akadze.job import Job, check_name
 from akadze.workflow import Call
 
@@ -341,60 +337,3 @@ class EnqueueOptions:
             expires_at=self.expires_at,
             unique=unique,
         )
-
-
-async def insert_jobs(
-    placement: EnqueueOptions,
-    new: NewJobs,
-    payloads: Sequence[str],
-    hooks: Sequence[EnqueueHook] = (),
-) -> list[Job]:
-    """Insert jobs whose arguments are already encoded: one statement, one round trip.
-
-    With a session, in the caller's transaction; otherwise in its own (autocommit when no
-    on_enqueue hook needs a transaction). Generated producer clients use this too.
-    """
-    try:
-        session = placement.session
-        if session is not None:
-            conn = await session.connection() if isinstance(session, AsyncSession) else session
-            return await _insert(conn, new, payloads, hooks)
-        if placement.engine is None:
-            raise ConfigError("no database: pass session= or configure an engine")
-        if hooks:
-            async with placement.engine.begin() as conn:
-                return await _insert(conn, new, payloads, hooks)
-        raw = placement.raw or RawConnections(placement.engine)
-        async with raw.connection() as conn:
-            # autocommit on the driver connection: one statement, no BEGIN/COMMIT
-            return await _insert(conn, new, payloads, ())
-    except Exception as exc:
-        # a database never migrated, or none to reach: one clear error, not the driver's chain
-        raise_if_schema_missing(exc)
-        raise_if_unreachable(exc, placement.engine if placement.session is None else None)
-        raise
-
-
-async def _insert(
-    conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
-) -> list[Job]:
-    if observe.watching():
-        # metrics or tracing enabled (akadze/events/observe.py): a span, a trace context, a count
-        return await observe.watched(_insert_rows, conn, new, payloads, hooks)
-    return await _insert_rows(conn, new, payloads, hooks)
-
-
-async def _insert_rows(
-    conn: Any, new: NewJobs, payloads: Sequence[str], hooks: Sequence[EnqueueHook]
-) -> list[Job]:
-    if new.unique is not None:
-        jobs = await insert_unique(conn, new, payloads)
-    elif len(payloads) == 1:
-        jobs = [await Queries.enqueue(conn, new, payloads[0])]
-    else:
-        jobs = await Queries.enqueue_batch(conn, new, payloads)
-    if hooks:  # no coroutine per job when there is no hook
-        for job in jobs:
-            if not job.duplicate:  # a duplicate inserted nothing
-                await call(hooks, conn, job)
-    return jobs

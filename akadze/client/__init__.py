@@ -2,7 +2,7 @@
 
 A producer service enqueues jobs for a worker whose code it does not import. Each generated
 task class subclasses :class:`RemoteTask` and adds an ``enqueue(**kwargs: Unpack[Args])``
-typed with the task's arguments. Jobs go through :func:`akadze.task.insert_jobs`, the same
+typed with the task's arguments. Jobs go through :func:`akadze.db.insert.insert_jobs`, the same
 insert the worker-side ``task.enqueue`` uses, so the row is the same: task name, queue,
 priority, max_attempts, the JSON of the arguments and the argument-schema fingerprint.
 
@@ -37,11 +37,12 @@ from akadze.app import create_engine
 from akadze.client.guard import Constraints, Discriminator, Guard, InvalidArgsError, JsonText
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES
 from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
+from akadze.db.insert import insert_jobs
 from akadze.db.queries import NewJobs
 from akadze.errors import ArgsTooDeepError, ConfigError, JobNotFoundError
 from akadze.flow import Unique
 from akadze.job import Job, JobState
-from akadze.task import EnqueueOptions, Enqueuer, Session, insert_jobs
+from akadze.task import EnqueueOptions, Enqueuer, Session
 from akadze.workflow import Call
 
 __all__ = [
