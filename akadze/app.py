@@ -146,10 +146,14 @@ class Akadze:
 
     @property
     def engine(self) -> AsyncEngine:
+        """The app's engine: the one it created from ``database_url`` or the one it was given. Every
+        write goes here; reads that may lag go to ``read_engine``."""
         return self._engine
 
     @property
     def owns_engine(self) -> bool:
+        """True when the app created its engine from ``database_url``: ``dispose()`` then closes it,
+        and the app keeps spare raw connections for enqueues. A borrowed engine is left to its owner."""
         return self._owns_engine
 
     @property
@@ -274,6 +278,8 @@ class Akadze:
         self.included.append(module)
 
     def get_task(self, name: str) -> Task[Any, Any]:
+        """The registered task named ``name``; UnknownTaskError when this app has none (an app that
+        did not include the module that registers it, say)."""
         try:
             return self.tasks[name]
         except KeyError:

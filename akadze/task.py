@@ -203,6 +203,7 @@ class Task(Enqueuer, Generic[P, R]):
 
     @property
     def queue(self) -> str:
+        """The queue this task's jobs go to unless ``using(queue=...)`` says otherwise."""
         return self.options.queue
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
@@ -213,9 +214,13 @@ class Task(Enqueuer, Generic[P, R]):
         return jobs[0]
 
     @overload
-    async def result_of(self: Task[P, Awaited[T]], job_or_id: Job | int, *, timeout: Wait = None) -> T: ...  # noqa: ASYNC109
+    async def result_of(self: Task[P, Awaited[T]], job_or_id: Job | int, *, timeout: Wait = None) -> T:  # noqa: ASYNC109
+        """An async task's result is what its coroutine returns, not the coroutine."""
+
     @overload
-    async def result_of(self: Task[P, T], job_or_id: Job | int, *, timeout: Wait = None) -> T: ...  # noqa: ASYNC109
+    async def result_of(self: Task[P, T], job_or_id: Job | int, *, timeout: Wait = None) -> T:  # noqa: ASYNC109
+        """A sync task's result is what it returns."""
+
     async def result_of(self, job_or_id: Job | int, *, timeout: Wait = None) -> Any:  # noqa: ASYNC109 (DESIGN §6)
         """The job's result once it has succeeded, decoded to the task's declared return type
         (waiting as ``app.wait_for`` does).
@@ -290,12 +295,16 @@ class EnqueueOptions:
     raw: RawConnections | None = None
 
     def merged(self, **options: Any) -> EnqueueOptions:
+        """These options with every non-None keyword replacing its field, checked (ConfigError for a
+        bad value); ``using(...)`` builds its clone's options with it."""
         changes = {key: value for key, value in options.items() if value is not None}
         merged = replace(self, **changes)
         merged.check()
         return merged
 
     def check(self) -> None:
+        """Raise ConfigError for an option an enqueue cannot use: a session of the wrong type, a
+        negative delay, delay with run_at, a naive datetime, a bad priority or queue name."""
         if self.session is not None and not isinstance(self.session, AsyncConnection | AsyncSession):
             raise ConfigError(
                 "session must be a SQLAlchemy AsyncConnection or AsyncSession, "
@@ -326,6 +335,8 @@ class EnqueueOptions:
         args_fp: str | None,
         unique: Unique | None = None,
     ) -> NewJobs:
+        """The fixed part of the rows these options write for ``task``: the queue and priority given
+        here win over the task's own, and delay or run_at say when the jobs become ready."""
         return NewJobs(
             task=task,
             queue=self.queue or queue,

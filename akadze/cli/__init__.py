@@ -243,4 +243,6 @@ def _root(
 
 
 def main() -> None:
+    """The ``akadze`` console script (pyproject's entry point): runs the typer app, which exits
+    with the command's code (0, 1 did not apply, 2 usage or configuration)."""
     app()

@@ -39,6 +39,8 @@ class Exit(Exception):
 
 
 def fail(code: int, message: str) -> NoReturn:
+    """End the command with ``code`` and ``message`` (on stderr unless the code is 0): raises Exit,
+    which ``handled`` prints as one line and turns into the exit code."""
     raise Exit(code, message)
 
 
@@ -324,6 +326,7 @@ def job_id(text: str) -> int:
 
 
 def when(value: Any) -> str:
+    """A timestamp for a table cell, to the second in ISO 8601 with its offset; "-" for None."""
     return value.isoformat(timespec="seconds") if value is not None else "-"
 
 

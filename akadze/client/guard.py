@@ -61,6 +61,8 @@ class Guard:
         self._decoder: msgspec.json.Decoder[Any] | Literal[False] | None = None
 
     def check(self, payload: bytes) -> None:
+        """Check the encoded arguments ``payload`` before the row is written (the decoder is built on
+        the first call); InvalidArgsError naming the task, the problem and where, never the value."""
         decoder = self._decoder
         if decoder is None:
             decoder = self._decoder = self._build()

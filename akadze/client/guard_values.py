@@ -72,10 +72,15 @@ class Checked:
 
     @classmethod
     def check(cls, value: Any) -> Any:
+        """Check one decoded JSON value, raising ValueError or TypeError (msgspec reports it at its
+        path) when the worker would refuse it; each stand-in type made by ``checked`` implements it."""
         raise NotImplementedError
 
 
 def dec_hook(tp: Any, value: Any) -> Any:
+    """msgspec's decode hook for the guard: checks ``value`` with a Checked stand-in type and
+    returns a placeholder instance (the guard only checks; it keeps no decoded value). Any other
+    type raises NotImplementedError: the guard's types ask for no other."""
     if isinstance(tp, type) and issubclass(tp, Checked):
         tp.check(value)
         return tp()  # msgspec wants an instance of the type it asked for; the guard keeps none

@@ -114,6 +114,9 @@ class ArgsCodec:
         return self.encode_validated(validated)
 
     def encode_validated(self, validated: Mapping[str, Any]) -> str:
+        """Encode arguments that pydantic has already validated to the JSON text that is stored, then
+        apply every enqueue's checks (size, depth, NUL, NaN or infinity): TypeError, ValueError or
+        ArgsTooLargeError/ArgsTooDeepError name the task, never the value."""
         try:
             if self.json_text:
                 payload = self.adapter.dump_json(validated, round_trip=True, by_alias=True)
@@ -162,6 +165,9 @@ class ArgsCodec:
 
     @property
     def fingerprint(self) -> str:
+        """The schema fingerprint of the task's arguments (schema_fingerprint): stored on each job
+        (``args_fp``) and compared with the worker's to tell a stale producer; builds the JSON schema
+        on each read, so the Task keeps it."""
         return schema_fingerprint(self.adapter.json_schema(schema_generator=WireSchema))
 
 
@@ -375,4 +381,6 @@ def encode_result(value: Any) -> str | None:
 
 
 def encode_json(value: Any) -> str:
+    """JSON text of a stored value (arguments, a result) as akadze encodes arguments, for the CLI
+    and akadze.testing to print or compare; TypeError for a value that is not JSON."""
     return ARGS_ENCODER.encode(value).decode()

@@ -48,6 +48,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class DriftVerdict:
+    """What check_drift decided for one job: whether to run it, what to log once, and the error
+    that fails it without retries when its arguments can never decode."""
+
     #: the job's fingerprint is set and differs from the worker's
     drifted: bool
     #: the arguments decoded: run the job

@@ -65,6 +65,7 @@ class Unique:
 
     @property
     def period_s(self) -> float | None:
+        """``period`` in seconds for the enqueue statement, or None without a window."""
         return None if self.period is None else self.period.total_seconds()
 
 

@@ -45,6 +45,8 @@ _clones = itertools.count()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare ``--akadze-database-url``, ``--akadze-show-args`` and the ``akadze_app`` and
+    ``akadze_database_url`` ini options."""
     group = parser.getgroup("akadze")
     group.addoption(
         "--akadze-database-url",
@@ -64,6 +66,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """With ``--akadze-show-args``, assertion messages of akadze.testing show argument values
+    (hidden by default: they may hold secrets)."""
     if config.getoption("akadze_show_args", default=False):
         testing.SHOW_ARGS = True
 
