@@ -113,9 +113,12 @@ class RunMetrics:
         return series
 
     def describe(self) -> Iterator[Any]:
+        """Nothing: prometheus_client then registers the collector without calling collect() first."""
         return iter(())  # registered without a first read
 
     def collect(self) -> Iterator[Any]:
+        """The run counters and the two histograms, from a copy of the tallies taken under the lock
+        (a scrape never holds it while it builds the families)."""
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
         runs: dict[tuple[str, str, str], int] = {}
@@ -258,6 +261,8 @@ class QueueCollector:
         self._stats: Sequence[QueueStats] = ()
 
     def stats(self) -> Sequence[QueueStats]:
+        """The last queue stats read, after starting a new read when one is due and waiting up to
+        QUEUE_TIMEOUT_S for it; a failed or slow read leaves the previous values in place."""
         with self._lock:
             now = time.monotonic()
             due = now - self._at >= max(self.interval_s, self.cost_factor * self.last_read_s)
@@ -292,9 +297,11 @@ class QueueCollector:
         logger.warning("queue metrics not read (%s); showing the last values", type(error).__name__)
 
     def describe(self) -> Iterator[Any]:
+        """Nothing: registering the collector must not run the queue query."""
         return iter(())  # registered without a first read
 
     def collect(self) -> Iterator[Any]:
+        """The queue gauges (jobs by state, the oldest ready wait, workers, paused) from ``stats()``."""
         from prometheus_client.core import GaugeMetricFamily
 
         stats = self.stats()

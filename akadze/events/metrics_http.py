@@ -69,9 +69,12 @@ class MetricsServer:
 
     @property
     def port(self) -> int:
+        """The port the endpoint listens on: the one bound, when ``port=0`` asked for any free port."""
         return int(self.server.server_port)
 
     def close(self) -> None:
+        """Stop serving, wait for the server's thread, and stop counting runs and enqueues (the
+        metrics stay registered with what they counted)."""
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)  # shutdown() has stopped its loop: the thread ends at once
