@@ -10,8 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.support import ROOT
 
 PACKAGES = ("akadze", "akadze_codegen")
@@ -43,7 +41,6 @@ def missing_docstrings() -> list[str]:
     return missing
 
 
-@pytest.mark.xfail(strict=False, reason="issue 28 point 5: the docstrings are landing package by package")
 def test_every_public_class_and_function_has_a_docstring() -> None:
     missing = missing_docstrings()
     assert not missing, f"{len(missing)} public definitions without a docstring:\n" + "\n".join(missing)
