@@ -25,12 +25,12 @@ class QueueStats(msgspec.Struct, frozen=True):
     #: queued jobs waiting for their run_at (delayed, retried, snoozed)
     delayed: int
     running: int
+    #: failed jobs (kept until retention prunes them); None when not counted (the metrics)
+    failed: int | None
     #: how long the oldest ready job has waited, in seconds; None when none is ready
     oldest_ready_s: float | None
     #: live workers serving the queue
     workers: int
-    #: failed jobs (kept until retention prunes them); None when not counted (the metrics)
-    failed: int | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> QueueStats:
