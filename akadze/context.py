@@ -32,6 +32,9 @@ class RunContext:
     job: Job
     #: set once complete_tx() committed: the job as written, succeeded
     completed: Completed | None = field(default=None, init=False)
+    #: the workflow steps that complete_tx()'s commit released or cancelled (their events go
+    #: out with the run's)
+    settled: list[Completed] = field(default_factory=list, init=False)
     #: True once request_cancel marked this running job. The worker refreshes it for all its
     #: runs in one query per heartbeat interval. A task may stop early on it; the outcome rules
     #: still decide the job's end (raising Cancel, or any error, ends it cancelled).
@@ -87,11 +90,11 @@ class RunContext:
                         ),
                         result=None,
                     )
-                    written = await Queries.complete_batch(conn, [ended])
+                    written, settled = await Queries.complete_batch(conn, [ended])
                     if not written:
                         raise LostOwnershipError(job.id, job.run)
                     await transitions_written(self.app.hooks.on_transition, conn, written, JobState.RUNNING)
-                self.completed = written[0]
+                self.completed, self.settled = written[0], settled
             finally:
                 self.in_block = False
 

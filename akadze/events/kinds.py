@@ -31,6 +31,9 @@ class Kind(enum.StrEnum):
     REQUEUED = "requeued"
     #: a schedule's fire time enqueued this job (``from_state`` is None)
     FIRED = "fired"
+    #: queued -> queued: a workflow step's last parent ended, and it may be claimed now (a step
+    #: a parent's failure cancels is CANCELLED, with ``error_type`` akadze.DependencyFailed)
+    RELEASED = "released"
 
 
 class Event(msgspec.Struct, frozen=True, gc=False):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from akadze.errors import ConfigError
-from akadze.events import Event, Kind, metrics_http, observe
+from akadze.events import Event, Kind, metrics_http, observe, step_metrics
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -175,9 +175,15 @@ def instrument(app: Akadze, registry: Any = None) -> Callable[[], None]:
     (prometheus_client's default one when None). Returns the function that stops counting
     (the metrics stay registered, with what they counted)."""
     client = _client()
-    metrics = RunMetrics()
-    (registry if registry is not None else client.REGISTRY).register(metrics)
-    return app.events.tally(metrics, kinds=RUN_KINDS)
+    metrics, registry = RunMetrics(), registry if registry is not None else client.REGISTRY
+    registry.register(metrics)
+    undo = (app.events.tally(metrics, kinds=RUN_KINDS), step_metrics.instrument(app, registry))
+
+    def stop() -> None:
+        for each in undo:
+            each()
+
+    return stop
 
 
 class EnqueueMetrics:

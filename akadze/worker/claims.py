@@ -24,7 +24,8 @@ logger = logging.getLogger("akadze.worker")
 Claim = Callable[[Any, Sequence[str], int, str], Awaitable[list[Job]]]
 #: a claim that first writes outcomes: (..., outcomes) -> the jobs it took, the jobs it wrote
 ClaimCompleting = Callable[
-    [Any, Sequence[str], int, str, Sequence[Completion]], Awaitable[tuple[list[Job], list[Completed]]]
+    [Any, Sequence[str], int, str, Sequence[Completion]],
+    Awaitable[tuple[list[Job], list[Completed], list[Completed]]],
 ]
 
 

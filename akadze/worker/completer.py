@@ -111,6 +111,9 @@ class Completer:
         self.worker_id = worker_id
         self.hooks = hooks
         self.timeout_s = timeout_s
+        #: the workflow steps the writes released or cancelled, until the fetcher's loop takes
+        #: them for their events (Fetcher._settle)
+        self.settled: list[Completed] = []
 
     async def write(self, batch: list[Completion], unsure: set[tuple[int, int]]) -> list[Completed]:
         """Write ``batch`` until it is written: the jobs as written (a run fenced out is absent).
@@ -168,11 +171,13 @@ class Completer:
 
     async def _write(self, batch: list[Completion], with_hooks: bool) -> list[Completed]:
         if not with_hooks:
-            return await Queries.complete_batch(await self.held.raw(), batch)
-        conn = await self.held.get()
-        async with conn.begin():
-            written = await Queries.complete_batch(conn, batch)
-            await transitions_written(self.hooks, conn, written, JobState.RUNNING)
+            written, settled = await Queries.complete_batch(await self.held.raw(), batch)
+        else:
+            conn = await self.held.get()
+            async with conn.begin():
+                written, settled = await Queries.complete_batch(conn, batch)
+                await transitions_written(self.hooks, conn, written, JobState.RUNNING)
+        self.settled.extend(settled)
         return written
 
 

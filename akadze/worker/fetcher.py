@@ -285,7 +285,9 @@ class Fetcher:
         statement cannot write fails only its own write (the completer's one-by-one path)."""
         ended = self.outcomes.take(MAX_BATCH)
         try:
-            jobs, written = await claim(await self.held.raw(), self.queues, free, self.worker_id, ended)
+            jobs, written, settled = await claim(
+                await self.held.raw(), self.queues, free, self.worker_id, ended
+            )
         except Exception as exc:
             transient = is_transient(exc)
             self.outcomes.give_back(ended, unsure=transient)
@@ -300,7 +302,7 @@ class Fetcher:
             # cancelled (the claim timeout, a stop): the statement may have committed
             self.outcomes.give_back(ended, unsure=True)
             raise
-        self._settle(ended, written)
+        self._settle(ended, written, settled)
         return jobs, True
 
     def _write_alone(self) -> None:
@@ -319,9 +321,19 @@ class Fetcher:
         self._writing, batch = None, self._write_batch
         self._settle(batch, writing.result())
 
-    def _settle(self, batch: Sequence[Completion], written: Sequence[Completed]) -> None:
-        """``batch`` was written as ``written``: free what it held, publish its events."""
+    def _settle(
+        self, batch: Sequence[Completion], written: Sequence[Completed], settled: Sequence[Completed] = ()
+    ) -> None:
+        """``batch`` was written as ``written``: free what it held, publish its events (and those
+        of the workflow steps it released or cancelled: ``settled``, or the completer's)."""
         self.outcomes.settle(batch)
+        if not settled and self.completer.settled:
+            settled, self.completer.settled = self.completer.settled, []
+        if settled:
+            self._publisher.settled(settled)
+            # a step released and ready now: claim again (no NOTIFY reaches a worker that
+            # does not listen)
+            self._hint = True
         tasks = {job.task for job in written}
         if self._limited and not self._limited.isdisjoint(tasks):
             # a place in a limit may be free: a job held back at the last claim (which came

@@ -27,7 +27,7 @@ import msgspec
 
 from akadze.events import Event, Kind, event_of
 from akadze.job import Job, JobState
-from akadze.outcomes import Completed, Completion, Transition, Verdict
+from akadze.outcomes import Completed, Completion, ErrorType, Transition, Verdict
 
 if TYPE_CHECKING:
     from akadze.events import Events
@@ -108,6 +108,36 @@ class Publisher:
         self._later(
             functools.partial(self._ended, batch, jobs, timing, errors_only, time.monotonic(), time.time())
         )
+
+    def settled(self, steps: Sequence[Completed]) -> None:
+        """Workflow steps that a write released (RELEASED) or cancelled because a step they
+        waited for failed (CANCELLED, error type akadze.DependencyFailed)."""
+        if self.events.active:
+            self._later(functools.partial(self._settled, steps, time.time()))
+
+    def _settled(self, steps: Sequence[Completed], at: float) -> None:
+        released: list[Event] = []
+        cancelled: list[Event] = []
+        for step in steps:
+            if step.state is JobState.QUEUED:
+                released.append(
+                    event_of(Kind.RELEASED, step, JobState.QUEUED, worker_id=self.worker_id, at=at)
+                )
+            else:
+                cancelled.append(
+                    event_of(
+                        Kind.CANCELLED,
+                        step,
+                        JobState.QUEUED,
+                        worker_id=self.worker_id,
+                        error_type=ErrorType.DEPENDENCY_FAILED,
+                        at=at,
+                    )
+                )
+        if released and self.events.wants(Kind.RELEASED):
+            self.events.publish_all(Kind.RELEASED, released)
+        if cancelled and self.events.wants(Kind.CANCELLED):
+            self.events.publish_all(Kind.CANCELLED, cancelled)
 
     def committed(self, job: Job, timing: Timing | None) -> None:
         """A run's ``complete_tx()`` committed its job (succeeded)."""

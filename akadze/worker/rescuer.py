@@ -50,7 +50,8 @@ async def rescue_lost(
             )
             for job in orphans
         ]
-        written = await Queries.complete_batch(conn, ended)
+        # the workflow steps the failed ones cancel (or release) publish no event from here
+        written, _ = await Queries.complete_batch(conn, ended)
         await transitions_written(hooks, conn, written, JobState.RUNNING)
     for job in written:
         logger.warning(

@@ -270,10 +270,10 @@ async def test_outcomes_read_back_after_a_lost_reply_are_those_it_wrote_never_a_
         lost = Transition(
             JobState.QUEUED, 1, 0.0, ErrorType.WORKER_LOST, "lost", cancellable=True, verdict=Verdict.LOST
         )
-        assert await Queries.complete_batch(conn, [Completion(rescued.id, rescued.run, lost, None)])
+        assert (await Queries.complete_batch(conn, [Completion(rescued.id, rescued.run, lost, None)]))[0]
         await Queries.register_worker(conn, **registration)
 
-        assert await Queries.complete_batch(conn, ours) == []  # fenced, both
+        assert await Queries.complete_batch(conn, ours) == ([], [])  # fenced, both
         assert await Queries.find_written(conn, worker.id, ours) == []
         assert (
             await fetchval(database_url, "SELECT state FROM akadze_jobs WHERE id = $1", rescued.id)

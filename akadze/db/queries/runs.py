@@ -47,10 +47,11 @@ class RunQueries:
         ended: Sequence[Completion],
         *,
         many_queues: int | None = None,
-    ) -> tuple[list[Job], list[Completed]]:
+    ) -> tuple[list[Job], list[Completed], list[Completed]]:
         """Write the outcomes ``ended``, then claim up to ``limit`` ready jobs of ``queues``, in
-        one statement and one commit (claim_completing.sql): the jobs claimed, and the jobs
-        written (the fenced-out are absent). Past ``many_queues`` queues the claim walks one
+        one statement and one commit (claim_completing.sql): the jobs claimed, the jobs
+        written (the fenced-out are absent), and the workflow steps their ends (or the claim's
+        cancels) released or cancelled. Past ``many_queues`` queues the claim walks one
         index over all of them (tests and benchmarks force either way through it)."""
         params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
         params["many_queues"] = MANY_QUEUES if many_queues is None else many_queues
@@ -59,7 +60,7 @@ class RunQueries:
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
         """Claim up to ``limit`` ready jobs of ``queues`` (claim_completing, writing nothing)."""
-        jobs, _ = await RunQueries.claim_completing(conn, queues, limit, worker_id, ())
+        jobs, _, _ = await RunQueries.claim_completing(conn, queues, limit, worker_id, ())
         return jobs
 
     @staticmethod
@@ -109,11 +110,14 @@ class RunQueries:
         await execute(conn, statement("discard_plans"), {})
 
     @staticmethod
-    async def complete_batch(conn: Connection, ended: Sequence[Completion]) -> list[Completed]:
+    async def complete_batch(
+        conn: Connection, ended: Sequence[Completion]
+    ) -> tuple[list[Completed], list[Completed]]:
         """Write the outcomes ``ended`` (claim_completing, claiming nothing): what still owns its
-        job is applied; returns the jobs as written (the fenced-out are absent)."""
-        _, written = await RunQueries.claim_completing(conn, (), 0, None, ended)
-        return written
+        job is applied; returns the jobs as written (the fenced-out are absent), and the
+        workflow steps their ends released or cancelled."""
+        _, written, settled = await RunQueries.claim_completing(conn, (), 0, None, ended)
+        return written, settled
 
     @staticmethod
     async def find_written(conn: Connection, worker_id: str, ended: Sequence[Completion]) -> list[Completed]:
@@ -165,10 +169,14 @@ def _claim_params(queues: Sequence[str], limit: int, worker_id: str | None) -> d
     return {"queues": list(queues), "limit": limit, "worker_id": worker_id}
 
 
-def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed]]:
-    # written NULL: a workflow step released or cancelled by the ends written (events: not yet)
+def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed], list[Completed]]:
     claimed = [row_to_job(row, json_text=True) for row in rows if row["written"] is False]
-    return claimed, [_completed(row) for row in rows if row["written"]]
+    written = [_completed(row) for row in rows if row["written"]]
+    # written NULL: a workflow step the ends released or cancelled (none outside workflows)
+    settled = []
+    if len(rows) > len(claimed) + len(written):
+        settled = [_completed(row) for row in rows if row["written"] is None]
+    return claimed, written, settled
 
 
 def _completed(row: Any) -> Completed:
