@@ -41,6 +41,12 @@ def _jobs(root: typer.Typer) -> None:
     root.add_typer(jobs.app, name="jobs")
 
 
+def _workflows(root: typer.Typer) -> None:
+    from akadze.cli import workflows
+
+    root.add_typer(workflows.app, name="workflows")
+
+
 def _schedules(root: typer.Typer) -> None:
     from akadze.cli import schedules
 
@@ -78,6 +84,7 @@ _LAZY: dict[str, Callable[[typer.Typer], None]] = {
     "web": _web,
     "db": _db,
     "jobs": _jobs,
+    "workflows": _workflows,
     "schedules": _schedules,
     "queues": _queues,
     "workers": _workers,

@@ -314,14 +314,15 @@ def with_conn(
 JobIdArgument = Annotated[str, typer.Argument(metavar="ID", help="The job's id.", show_default=False)]
 
 
-def job_id(text: str) -> int:
-    """A job id from the command line: a whole number that PostgreSQL's bigint holds, else exit 2."""
+def job_id(text: str, what: str = "job") -> int:
+    """A job id (or ``what``'s: a workflow's) from the command line: a whole number that
+    PostgreSQL's bigint holds, else exit 2."""
     try:
         value = int(text.strip())
     except ValueError:
-        fail(2, f"error: job id {text!r} is not a number: give the job's id, for example 42")
+        fail(2, f"error: {what} id {text!r} is not a number: give the {what}'s id, for example 42")
     if not 1 <= value <= MAX_JOB_ID:
-        fail(2, f"error: job id {text} is out of range: job ids run from 1 to {MAX_JOB_ID}")
+        fail(2, f"error: {what} id {text} is out of range: {what} ids run from 1 to {MAX_JOB_ID}")
     return value
 
 

@@ -159,10 +159,10 @@ def explain(
     read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Say why a job is where it is, from the database alone: delayed until when, its queue
-    paused, no live worker serving it, held by its limit and by which jobs (with --app, which
-    knows the limits), unknown to the live workers, running where since when, finished with
-    which last error. Exit 1 when the job does not exist."""
+    """Say why a job is where it is, from the database alone: waiting for which steps of its
+    workflow, delayed until when, its queue paused, no live worker serving it, held by its limit
+    and by which jobs (with --app, which knows the limits), unknown to the live workers, running
+    where since when, finished with which last error. Exit 1 when the job does not exist."""
     wanted, application = _one_job("explain", job, extra, app_option, database_url, read_database_url)
     found = with_conn(application, lambda conn: _explain(conn, wanted, application), read=True)
     if found is None:
@@ -178,7 +178,7 @@ def explain(
 async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> Explanation | None:
     """The thin IO of ``jobs explain``: read the rows, let akadze.control.explain decide. A task's
     Limit is in the app's code: with the app (--app), its permits say whether it holds the job."""
-    from akadze.control.explain import explain as decide, hold_of
+    from akadze.control.explain import WAITED_NAMED, explain as decide, hold_of
     from akadze.db.queries import Queries
 
     found = await Queries.get_job(conn, wanted)
@@ -194,6 +194,10 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
         per_s = None if limit.per is None else limit.per.total_seconds()
         holders = await Queries.limit_holders(conn, found.id, key=limit.key, per_s=per_s)
         hold = hold_of(limit, holders, now=now)
+    # a workflow's step parked for its parents: which ones (from the database alone, app or not)
+    waits = None
+    if found.state is JobState.QUEUED and parked == "deps":
+        waits = await Queries.waited_steps(conn, found.id, limit=WAITED_NAMED)
     return decide(
         found,
         now=now,
@@ -203,6 +207,7 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
         hold=hold,
         parked=parked,
         limits_known=task is not None,
+        waits=waits,
     )
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
+from akadze.db.graph import Waits
 from akadze.db.queries import LiveTask
 from akadze.db.stats import LiveWorker
 from akadze.flow import Limit
@@ -76,6 +77,7 @@ def explain(
     hold: Hold | None = None,
     parked: str | None = None,
     limits_known: bool = True,
+    waits: Waits | None = None,
 ) -> Explanation:
     """The reasons ``job`` is in its state at ``now`` (the database's clock).
 
@@ -92,9 +94,13 @@ def explain(
         limits_known: whether the task's Limit is known here (the app was given and declares
             the task). Without it, a job not parked may still be held by a limit a claim has
             not met yet: the reasons say so rather than call it ready outright.
+        waits: the steps the job waits for, when it is a workflow's step parked for its
+            parents (issue 29): then that is the main reason.
     """
     if job.state is JobState.QUEUED:
         reasons = _queued(job, now, paused_at, live, hold, parked, limits_known)
+        if waits is not None:
+            reasons = [_waiting(waits), *(r for r in reasons if r.code != "ready")]
     elif job.state is JobState.RUNNING:
         reasons = _running(job, now, workers)
     else:
@@ -198,6 +204,35 @@ def _parked(limits_known: bool) -> str:
     return (
         "held by its limit: a claim found its limit's group full and parked it; it starts when the "
         "group has room (pass --app to name the limit and the jobs filling it)"
+    )
+
+
+#: ``jobs explain`` names at most this many of the steps a step waits for
+WAITED_NAMED = 10
+
+
+def _waiting(waits: Waits) -> Reason:
+    """The steps a waiting step waits for, named (the first WAITED_NAMED), and what releases it."""
+    named = ", ".join(f"{s.step!r} (job {s.id}, {s.state.value})" for s in waits.steps[:WAITED_NAMED])
+    more = waits.unfinished - min(len(waits.steps), WAITED_NAMED)
+    if more > 0:
+        named += f" and {more:,} more"
+    count = waits.unfinished
+    steps = "1 step" if count == 1 else f"{count:,} steps"
+    until = "they have succeeded"
+    if waits.after_failure == "run":
+        until = "they have finished, whatever their end"
+    if count == 0:
+        # its parents finished and its release has not committed yet, or a replica lags
+        return Reason(
+            "waiting_for_steps",
+            f"waits for its parents in workflow {waits.workflow_id} ({waits.deps_left} still counted), "
+            "none of which is unfinished: it is released by the completion that ends the last one",
+        )
+    return Reason(
+        "waiting_for_steps",
+        f"waits for {steps} of workflow {waits.workflow_id}: {named}; it is released once "
+        f"{until} (see `akadze workflows show {waits.workflow_id}`)",
     )
 
 

@@ -14,6 +14,7 @@ area so that each module reads in one sitting:
 - dashboard.py: the dashboard's CSRF key, and deleting finished jobs
 - workflows.py: a workflow's graph enqueued in one statement, read, cancelled
 - trends.py: the rollup of finished jobs into per-minute and per-hour rows, and their reads
+- graphs.py: a workflow's steps and edges as operators read them, and what a step waits for
 
 A new statement goes to the class of its area (tests/db/test_sql_files.py reads them all).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 from akadze.db.queries.connection import Connection
 from akadze.db.queries.dashboard import DashboardQueries
 from akadze.db.queries.enqueue import EnqueueQueries, NewJobs
+from akadze.db.queries.graphs import GraphQueries
 from akadze.db.queries.jobs import JobQueries
 from akadze.db.queries.queues import QueueQueries
 from akadze.db.queries.runs import RunQueries
@@ -54,5 +56,6 @@ class Queries(
     DashboardQueries,
     TrendQueries,
     WorkflowQueries,
+    GraphQueries,
 ):
     """Stateless: one async method per statement (the module docstring lists the areas)."""
