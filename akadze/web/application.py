@@ -20,6 +20,7 @@ import akadze.web.bulk as bulk
 import akadze.web.listing as listing
 import akadze.web.pages as pages
 import akadze.web.trends as trends
+import akadze.web.workflows as workflows
 from akadze.db.errors import sqlstate
 from akadze.web.security import DashboardMiddleware, Keys
 
@@ -57,6 +58,9 @@ def build(app: Akadze, *, auth: Auth | None, read_only: bool, show_args: bool) -
         Route("/jobs/{job_id}/cancel", actions.cancel, methods=["POST"]),
         Route("/jobs/{job_id}/requeue", actions.requeue, methods=["POST"]),
         Route("/jobs/{job_id}/run-now", actions.run_now, methods=["POST"]),
+        Route("/workflows/{workflow_id}", workflows.workflow, name="workflow"),
+        Route("/workflows/{workflow_id}/cancel", workflows.confirm_cancel, name="workflow_confirm"),
+        Route("/workflows/{workflow_id}/cancel", workflows.cancel, methods=["POST"]),
         Route("/trends", trends.trends, name="trends"),
         Route("/queues", pages.queues, name="queues"),
         Route("/queues/pause", actions.pause, methods=["POST"]),

@@ -34,6 +34,8 @@ ACTIVITY_MINUTES = 5
 #: fire times shown per schedule, ahead and behind
 SCHEDULE_TIMES = 3
 SCHEDULE_RUNS = 5
+#: a waiting step's page links this many of the steps it waits for
+WAITED_SHOWN = 10
 #: ids are PostgreSQL bigints: a larger one names no job
 MAX_JOB_ID = 2**63 - 1
 #: what the page says after an action (?done=...); anything else in ?done is ignored
@@ -50,6 +52,11 @@ NOTICES: Mapping[str, str] = {
         "if it raises."
     ),
     "bulk-requeue": "Requeued {n} of {of} selected jobs.",
+    "workflow-cancel": (
+        "Cancel took {n} unfinished steps of this workflow: the queued ones (waiting or ready) are "
+        "cancelled now; each running one is asked to stop, and ends succeeded if its run returns "
+        "normally, cancelled if it raises."
+    ),
     "bulk-delete": "Deleted {n} of {of} selected jobs.",
 }
 #: what the page adds for the jobs a bulk action skipped, by reason (?held=, ?gone=)
@@ -182,10 +189,12 @@ async def job(request: Request) -> Response:
     s = settings(request)
     raw: str = request.path_params["job_id"]
     job_id = job_id_of(raw)
-    found = None
+    found = waits = None
     if job_id is not None:
         async with reading(request) as conn:
             found = await Queries.get_job(conn, job_id)
+            if found is not None and found.workflow_id is not None and found.state is JobState.QUEUED:
+                waits = await Queries.waited_steps(conn, job_id, limit=WAITED_SHOWN)
     if found is None:
         return no_such_job(request, raw)
     asked = request.query_params.get("show") == "args"
@@ -196,6 +205,7 @@ async def job(request: Request) -> Response:
         job=found,
         events=timeline(found),
         waiting=found.state is JobState.QUEUED and found.run_at > now,
+        waits=waits,
         shown=job_json(found) if asked and s.show_args else None,
         asked=asked,
         notice=notice(request, found),
