@@ -42,7 +42,7 @@ regen-golden: $(STAMP) ## Regenerate the codegen goldens and typing snapshots (t
 	$(BIN)/python -m tests.codegen.regen
 
 screenshots: $(STAMP) ## Photograph every dashboard page into docs/dashboard/ (needs chromium)
-	AKADZE_SCREENSHOTS=docs/dashboard $(BIN)/python -m pytest tests/web/test_dashboard_browser.py tests/web/test_dashboard_browser_tools.py -q -k "photographed or phone or trends or dark"
+	AKADZE_SCREENSHOTS=docs/dashboard $(BIN)/python -m pytest tests/web/test_dashboard_browser.py tests/web/test_dashboard_browser_tools.py tests/web/test_workflow_browser.py -q -k "photographed or phone or trends or dark or graph_links"
 
 db: $(STAMP) ## Start (or attach to) the embedded dev PostgreSQL and print its URL
 	@$(BIN)/python -c 'from akadze import embedded; print(embedded.start())'

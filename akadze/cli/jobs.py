@@ -110,6 +110,7 @@ def show(
         ("expires_at", when(found.expires_at)),
         ("cancel_requested", found.cancel_requested),
         ("worker_id", found.worker_id or "-"),
+        ("workflow", f"{found.workflow_id} (step {found.step})" if found.workflow_id is not None else "-"),
         ("args_fp", found.args_fp or "-"),
         ("created_at", when(found.created_at)),
         ("started_at", when(found.started_at)),

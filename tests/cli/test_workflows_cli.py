@@ -110,6 +110,9 @@ def test_show_prints_the_steps_level_by_level_with_what_each_waits_for(
     ]
     assert rows[3][5] == "(2)" and rows[3][7] == "ship,mail"
     assert rows[1][6] == "charge" and rows[0][6] == "-"
+    # `jobs show` of a step names its workflow and step; of a lone job, none
+    shown = akadze("jobs", "show", str(steps["ship"].id)).stdout.splitlines()
+    assert f"workflow         {workflow_id} (step ship)" in shown
 
 
 def test_show_output_json_is_one_document_with_every_step(
