@@ -6,7 +6,8 @@ for the records), as tests/faults/app.py does. Two tasks, one body:
 
 - ``wf.tx`` writes its effect in ``complete_tx`` (chk_effect: at most one per job, the checker
   counts a second) and returns nothing, so its dependents read ``None`` as its result;
-- ``wf.ret`` writes no effect and returns ``{"key": key}``, which its dependents must read.
+- ``wf.ret`` writes no effect and returns ``{"key": key}``, which its dependents must read;
+  ``wf.fragile`` is the same with one attempt, so a SIGKILL during its run fails it.
 
 Every run records its start and end in ``chk_exec`` (tests/faults/ledger.py) and what
 ``current().dependency_results()`` gave it in ``chk_wf_deps``, both on connections of their
@@ -60,10 +61,7 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
 
     async def record_deps() -> None:
         ctx = current()
-        read = getattr(ctx, "dependency_results", None)
-        if read is None:  # not there yet (issue 29 lands in parts): nothing to record
-            return
-        results = await read()
+        results = await ctx.dependency_results()
         pool = await ledger._get()
         await pool.execute(
             "INSERT INTO chk_wf_deps (job_id, run, results) VALUES ($1, $2, $3::jsonb)",
@@ -151,6 +149,8 @@ def register_tasks(app: Akadze, ledger: Ledger) -> None:
     tx_task = app.register(tx, name="wf.tx", queue=QUEUE, max_attempts=10, timeout=timeout)
     ret_task = app.register(ret, name="wf.ret", queue=QUEUE, max_attempts=10, timeout=timeout)
     app.register(spawn, name="wf.spawn", queue=QUEUE, max_attempts=10, timeout=timeout)
+    # one attempt: a SIGKILL during its run ends it failed (akadze.WorkerLost) at the rescue
+    app.register(ret, name="wf.fragile", queue=QUEUE, max_attempts=1, timeout=timeout)
 
 
 def build(database_url: str, ledger_dsn: str) -> tuple[Akadze, Ledger]:

@@ -4,7 +4,8 @@ Violations (each must be 0): lost, phantom (a failed enqueue that exists), dupli
 enqueues, stuck (not terminal after the drain), unjustified re-runs (a run started again
 though its previous run neither was rescued, nor failed with an error, nor was released, nor
 ended failed and was requeued),
-duplicate effects (a committed second effect, or two successful ends), effect mismatches
+duplicate effects (a committed second effect, or two successful ends unless the first one's
+outcome was lost with its worker and the job rescued), effect mismatches
 (succeeded without its effect, an effect without success, an effect of a losing run), illegal
 state changes and attempts over budget. Everything else is a figure to report.
 """
@@ -69,6 +70,8 @@ class Figures:
     #: a run after the previous one ended failed and the job was requeued
     reruns_requeue: int = 0
     reruns_unjustified: int = 0
+    #: runs that ended well but were rescued, their outcome not written, and ran again
+    ok_ends_rescued: int = 0
     duplicate_effects: int = 0
     effect_mismatch: int = 0
     illegal: int = 0
@@ -180,6 +183,8 @@ def _other(fig: Figures) -> str:
     if fig.enqueued_unknown:
         parts.append(f"recovered {fig.recovered}")
     parts.append(f"succeeded/failed/cancelled {fig.succeeded}/{fig.failed}/{fig.cancelled}")
+    if fig.ok_ends_rescued:
+        parts.append(f"runs ended well, then rescued (outcome not written) {fig.ok_ends_rescued}")
     if fig.reruns_requeue:
         parts.append(f"re-runs after a requeue {fig.reruns_requeue}")
     if fig.rescue_max_s is not None:
@@ -339,14 +344,14 @@ def classify(
     # -- runs ------------------------------------------------------------------------------------
     starts: dict[int, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
     ends: dict[tuple[int, int], list[Any]] = defaultdict(list)
-    ok_ends: dict[int, int] = defaultdict(int)
+    ok_ends: dict[int, list[int]] = defaultdict(list)
     for row in execs:
         if row["phase"] == "start":
             starts[row["job_id"]][row["run"]].append(row)
         else:
             ends[(row["job_id"], row["run"])].append(row)
             if row["phase"] == "end_ok":
-                ok_ends[row["job_id"]] += 1
+                ok_ends[row["job_id"]].append(row["run"])
     for job_id, by_run in starts.items():
         runs = sorted(by_run)
         fig.runs += sum(len(rows) for rows in by_run.values())
@@ -372,9 +377,15 @@ def classify(
     # -- effects ---------------------------------------------------------------------------------
     for row in duplicates:
         flag("duplicate_effects", row["job_id"])
-    for job_id, count in ok_ends.items():
-        if count > 1:
-            flag("duplicate_effects", job_id, count - 1)
+    for job_id, ok_runs in ok_ends.items():
+        for previous, following in itertools.pairwise(sorted(ok_runs)):
+            # a body that returned, whose worker was killed before the outcome was written: the
+            # job was rescued and ran again (at-least-once; a complete_tx effect cannot be
+            # written twice, since its commit is the success)
+            if previous != following and _end_reason(ended_by.get((job_id, previous))) == "rescue":
+                fig.ok_ends_rescued += 1
+            else:
+                flag("duplicate_effects", job_id)
     effect_run = {row["job_id"]: row["run"] for row in effects}
     for job in jobs:
         if job["task"] not in effect_tasks:

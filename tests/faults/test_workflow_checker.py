@@ -88,14 +88,14 @@ def clean_events() -> Events:
     return ev
 
 
-def plan() -> WorkflowPlan:
+def plan(c_mode: str = "cancel") -> WorkflowPlan:
     p = WorkflowPlan(
         "w",
         "fan-in",
         [
             StepPlan("A", "wf.ret", {}),
             StepPlan("B", "wf.ret", {}),
-            StepPlan("C", "wf.tx", {}, after=("A", "B")),
+            StepPlan("C", "wf.tx", {}, after=("A", "B"), after_failure=c_mode),
         ],
         fan_in="C",
     )
@@ -111,9 +111,10 @@ def verdict(
     actions: Actions | None = None,
     workflows: list[dict[str, Any]] | None = None,
     edges: list[dict[str, int]] | None = None,
+    c_mode: str = "cancel",
 ) -> Verdict:
     return judge(
-        plans=[plan()],
+        plans=[plan(c_mode)],
         workflows=workflows if workflows is not None else [{"id": 7, "name": "w"}],
         steps=steps,
         edges=edges
@@ -259,3 +260,23 @@ def test_a_spawn_step_makes_one_workflow_when_it_succeeds_and_none_otherwise() -
         "spawn lost or doubled"
         in verdict(steps + spawned, clean_events(), workflows=doubled, edges=edges).violations
     )
+
+
+def test_a_run_mode_step_reads_its_succeeded_parents_only() -> None:
+    steps = [step("A"), step("B", "failed"), step("C", task="wf.tx", mode="run")]
+    ev = clean_events()
+    ev.rows[7]["new_state"] = "failed"  # B failed; C (run) released all the same
+    without_b = [{"job_id": 3, "run": 1, "results": {"A": {"key": "w:A"}}}]
+    v = verdict(steps, ev, deps=without_b, c_mode="run")
+    assert v.violations == {}, v.notes
+    with_b = [{"job_id": 3, "run": 1, "results": {"A": {"key": "w:A"}, "B": None}}]
+    assert "wrong dependency results" in verdict(steps, ev, deps=with_b, c_mode="run").violations
+
+
+def test_an_expired_step_may_end_cancelled() -> None:
+    steps = clean_steps()
+    steps[2] = step("C", "cancelled", task="wf.tx")
+    ev = clean_events()
+    ev.rows = ev.rows[:9]
+    assert "wrong end" in verdict(steps, ev).violations
+    assert verdict(steps, ev, actions=Actions(expiring={3})).violations == {}

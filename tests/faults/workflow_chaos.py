@@ -18,6 +18,7 @@ import json
 import random
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from akadze import Akadze, request_cancel, requeue
@@ -56,7 +57,9 @@ def diamond_plan(name: str, rng: random.Random, *, width: int = 3, spawn: bool =
     ``a{i+1}``; ``c{i}`` after ``b{i}`` and ``b{i+1}`` (``c0`` runs whatever its parents' end);
     ``sink`` after every ``c``. Some steps retry or snooze once; what else happens to the
     workflow is drawn: nothing, one or two steps that fail once, a cancel of a random unfinished
-    step, or a cancel of the whole workflow. With ``spawn``, ``b1`` fans out a new workflow."""
+    step, or a cancel of the whole workflow; and, apart, a step of one attempt that runs about a
+    second (a SIGKILL then fails it) and a step that expires 0.3-2 s after its enqueue. With
+    ``spawn``, ``b1`` fans out a new workflow."""
     levels: list[list[tuple[str, tuple[str, ...]]]] = [[("root", ())]]
     levels.append([(f"a{i}", ("root",)) for i in range(width)])
     for prev, cur in (("a", "b"), ("b", "c")):
@@ -64,6 +67,9 @@ def diamond_plan(name: str, rng: random.Random, *, width: int = 3, spawn: bool =
     levels.append([("sink", tuple(f"c{i}" for i in range(width)))])
     draw = rng.random()
     plan = WorkflowPlan(name, "diamond", [])
+    # a step of one attempt, long enough for a SIGKILL to meet it; a step that may expire first
+    fragile = rng.choice(["a1", "b2", "c1"]) if rng.random() < 0.3 else None
+    expiring = rng.choice(["b0", "c2", "sink"]) if rng.random() < 0.15 else None
     failing: set[str] = set()
     if draw < 0.35:
         failing = set(rng.sample([s for level in levels[1:] for s, _ in level], rng.randint(1, 2)))
@@ -85,21 +91,31 @@ def diamond_plan(name: str, rng: random.Random, *, width: int = 3, spawn: bool =
                 "snooze": rng.random() < 0.1,
             }
             task = rng.choice(["wf.tx", "wf.ret"])
-            plan.steps.append(StepPlan(step, task, args, after, "run" if step == "c0" else "cancel"))
+            if step == fragile:
+                task, args["ms"] = "wf.fragile", rng.randint(800, 1500)
+            expires = rng.uniform(0.3, 2.0) if step == expiring else None
+            mode = "run" if step == "c0" else "cancel"
+            plan.steps.append(StepPlan(step, task, args, after, mode, expires))
     return plan
 
 
 # -- the harness's hands: enqueue, requeue, cancel --------------------------------------------
 
 
-async def enqueue(app: Akadze, plan: WorkflowPlan) -> None:
+async def enqueue(app: Akadze, plan: WorkflowPlan, actions: Actions) -> None:
     from akadze import Workflow
 
     wf = Workflow(name=plan.name)
+    now = datetime.now(UTC)
     for step in plan.steps:
-        call = app.get_task(step.task).bind(**step.args)
+        task = app.get_task(step.task)
+        if step.expires_in is not None:
+            call = task.using(expires_at=now + timedelta(seconds=step.expires_in)).bind(**step.args)
+        else:
+            call = task.bind(**step.args)
         wf.add(step.name, call, after=step.after, after_failure=step.after_failure)
     jobs = await wf.enqueue()
+    actions.expiring |= {jobs[s.name].id for s in plan.steps if s.expires_in is not None}
     plan.ids = {name: job.id for name, job in jobs.items()}
     plan.workflow_id = next(iter(jobs.values())).workflow_id
     plan.enqueued_at = time.monotonic()
@@ -241,7 +257,7 @@ async def workflow_chaos(
     stop = asyncio.Event()
     try:
         for plan in plans:
-            await enqueue(app, plan)
+            await enqueue(app, plan, operator.actions)
         fleet.start()
         await registered(env.dsn, workers)
         fleet.watch()
@@ -250,7 +266,7 @@ async def workflow_chaos(
         async def produce() -> None:
             for plan in later:
                 await asyncio.sleep(seconds * 0.66 / max(len(later), 1))
-                await enqueue(app, plan)
+                await enqueue(app, plan, operator.actions)
                 operator.add(plan)
 
         producing = asyncio.create_task(produce())

@@ -13,13 +13,15 @@ cancels, workflow cancels and requeues). The rules:
   in the releasing one; at release ``deps_left`` is 0 and never negative; one release per park;
 - every step ends: a step of the "cancel" kind ends ``cancelled`` when a parent did not succeed,
   with ``DependencyFailed`` naming a parent unless the harness cancelled it; it is never
-  cancelled when every parent succeeded unless the harness (or its own run) cancelled it, which
+  cancelled when every parent succeeded unless the harness (or its own run, or its expiry)
+  cancelled it, which
   catches a requeue that did not requeue the dependents its failure cancelled; a step of the
   "run" kind is never cancelled by a parent;
 - every planned step and edge exists; a succeeded ``wf.spawn`` step made exactly one workflow,
   any other none;
-- a run's ``dependency_results()`` holds every parent's step name, and a succeeded parent's
-  result (``{"key": ...}`` from ``wf.ret``, ``None`` from ``wf.tx``).
+- a run's ``dependency_results()`` holds every parent that had succeeded before the run's claim,
+  with its result (``{"key": ...}`` from ``wf.ret``, ``None`` from ``wf.tx``), and no parent that
+  never succeeded (docs: a step that did not succeed is absent).
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ class StepPlan:
     args: dict[str, Any]
     after: tuple[str, ...] = ()
     after_failure: str = "cancel"
+    #: the step expires this many seconds after its enqueue (``using(expires_at=...)``)
+    expires_in: float | None = None
 
 
 @dataclass
@@ -122,9 +126,11 @@ class WorkflowPlan:
 @dataclass
 class Actions:
     """What the harness did: job ids it cancelled (and whether that changed anything), the
-    workflows it cancelled, the failed steps it requeued (and whether they moved)."""
+    workflows it cancelled, the failed steps it requeued (and whether they moved), the steps
+    it gave an expiry."""
 
     cancels: list[tuple[int, bool]] = field(default_factory=list)
+    expiring: set[int] = field(default_factory=set)
     workflow_cancels: list[int] = field(default_factory=list)
     requeues: list[tuple[int, bool]] = field(default_factory=list)
 
@@ -184,8 +190,8 @@ def judge(
 
     _check_plans(v, plans, by_id, parents, workflows)
     releases = _check_events(v, by_id, parents, per_job)
-    _check_ends(v, by_id, parents, cancelled_by_harness, cancelled_workflows)
-    _check_results(v, by_id, parents, deps)
+    _check_ends(v, by_id, parents, cancelled_by_harness | actions.expiring, cancelled_workflows)
+    _check_results(v, by_id, parents, deps, per_job)
     _check_spawns(v, steps, workflows)
 
     states: dict[str, int] = defaultdict(int)
@@ -203,9 +209,11 @@ def judge(
             "steps succeeded/failed/cancelled": "/".join(
                 str(states[s]) for s in ("succeeded", "failed", "cancelled")
             ),
-            "cancelled with DependencyFailed": dependency_failed,
+            "steps whose last error is DependencyFailed": dependency_failed,
             "harness cancels (changed)": f"{len(actions.cancels)} ({len(cancelled_by_harness)})",
             "workflows cancelled": len(cancelled_workflows),
+            "expiring steps (ended cancelled)": f"{len(actions.expiring)} "
+            f"({sum(1 for j in actions.expiring if by_id.get(j, {}).get('state') == 'cancelled')})",
             "requeues (moved)": f"{len(actions.requeues)} ({sum(1 for _, ok in actions.requeues if ok)})",
             "dependents requeued with their parent": requeued_dependents,
             "releases": sum(releases.values()),
@@ -317,24 +325,49 @@ def _check_ends(
 
 
 def _check_results(
-    v: Verdict, by_id: dict[int, Any], parents: dict[int, list[int]], deps: Sequence[Any]
+    v: Verdict,
+    by_id: dict[int, Any],
+    parents: dict[int, list[int]],
+    deps: Sequence[Any],
+    per_job: dict[int, list[Any]],
 ) -> None:
+    """Each run's ``dependency_results()``: every parent that had succeeded before the run's
+    claim, with its result; none that never succeeded (docs: a step that did not succeed is
+    absent); no other step."""
     for rec in deps:
-        row = by_id.get(rec["job_id"])
-        if row is None:
+        job_id = rec["job_id"]
+        if job_id not in by_id:
             continue
         results = rec["results"]
-        ps = [by_id[p] for p in parents.get(rec["job_id"], ()) if p in by_id]
-        if not isinstance(results, dict) or set(results) != {p["step"] for p in ps}:
-            got = sorted(results)[:5] if isinstance(results, dict) else type(results).__name__
-            v.flag("wrong dependency results", rec["job_id"], f"run {rec['run']}: steps {got}")
+        claim = next(
+            (
+                e["id"]
+                for e in per_job.get(job_id, ())
+                if e["new_state"] == "running" and e["new_run"] == rec["run"]
+            ),
+            None,
+        )
+        ps = [by_id[p] for p in parents.get(job_id, ()) if p in by_id]
+        before = {
+            p["step"]
+            for p in ps
+            if claim is not None and _allowed(per_job.get(p["id"], ()), "cancel", claim, None)
+        }
+        never = {p["step"] for p in ps if p["state"] != "succeeded"}
+        if not isinstance(results, dict):
+            v.flag("wrong dependency results", job_id, f"run {rec['run']}: {type(results).__name__}")
+            continue
+        keys = set(results)
+        if not before <= keys or keys & never or not keys <= {p["step"] for p in ps}:
+            missing, extra = sorted(before - keys)[:3], sorted(keys & never)[:3]
+            v.flag("wrong dependency results", job_id, f"run {rec['run']}: missing {missing}, extra {extra}")
             continue
         for p in ps:
-            if p["state"] != "succeeded":
+            if p["step"] not in keys:
                 continue
-            want = {"key": p["key"]} if p["task"] == "wf.ret" else None
+            want = {"key": p["key"]} if p["task"] in ("wf.ret", "wf.fragile") else None
             if results[p["step"]] != want:
-                v.flag("wrong dependency results", rec["job_id"], f"{p['step']}: {results[p['step']]!r}")
+                v.flag("wrong dependency results", job_id, f"{p['step']}: {results[p['step']]!r}")
 
 
 def _check_spawns(v: Verdict, steps: Sequence[Any], workflows: Sequence[Any]) -> None:
