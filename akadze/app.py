@@ -339,7 +339,8 @@ class Akadze:
         of a process share one.
 
         Raises:
-            TimeoutError: the job did not finish within ``timeout``.
+            WaitTimeoutError: the job did not finish within ``timeout`` (a TimeoutError naming
+                the job and its state when last read).
             JobNotFoundError: no job has this id.
             DatabaseUnreachableError: no connection to the database could be made.
         """

@@ -25,6 +25,7 @@ AkadzeError
 ├── WorkflowError (ValueError)          a workflow that cannot be enqueued: nothing was inserted
 ├── InvalidArgsError (ValueError)       a generated client refused the arguments
 ├── JobNotFoundError (LookupError)      wait_for on a job id that does not exist
+├── WaitTimeoutError (TimeoutError)     wait_for: the job did not finish in time (its id and state)
 ├── DatabaseUnreachableError (ConnectionError) no connection to the database at the URL's address
 ├── SchemaMissingError                  the database has no akadze schema: run akadze db migrate
 ├── SchemaVersionError                  the schema is older than this code: run akadze db migrate
@@ -298,6 +299,19 @@ class JobNotFoundError(AkadzeError, LookupError):
 
     job_id: int
     template = "job {job_id} does not exist (never enqueued here, or pruned)"
+
+
+class WaitTimeoutError(AkadzeError, TimeoutError):
+    """``wait_for``: the job did not finish within ``timeout_s`` seconds. ``state`` is its state
+    when last read (None when it was not read yet): queued, or running."""
+
+    job_id: int
+    state: str | None
+    timeout_s: float
+
+    def describe(self) -> str:
+        seen = f"it is still {self.state}" if self.state else "its state was not read yet"
+        return f"job {self.job_id} did not finish within {self.timeout_s:g}s: {seen}"
 
 
 class DatabaseUnreachableError(AkadzeError, ConnectionError):

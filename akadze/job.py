@@ -29,11 +29,24 @@ class JobState(enum.StrEnum):
         """True for succeeded, failed and cancelled (FINISHED_STATES)."""
         return self in _FINISHED
 
+    @property
+    def phrase(self) -> str:
+        """The state as the verb of a sentence about a job: "is queued", "is running", "has
+        succeeded", "has failed", "was cancelled" (``f"job 7 {state.phrase}"``)."""
+        return _PHRASES[self]
+
 
 #: the states a job ends in: the one list behind JobState.finished, the schema's partial
 #: indexes (db/tables.py) and the state lists of the .sql files (tests/db/test_names.py)
 FINISHED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 _FINISHED = frozenset(FINISHED_STATES)
+_PHRASES = {
+    JobState.QUEUED: "is queued",
+    JobState.RUNNING: "is running",
+    JobState.SUCCEEDED: "has succeeded",
+    JobState.FAILED: "has failed",
+    JobState.CANCELLED: "was cancelled",
+}
 
 
 class JobError(msgspec.Struct, frozen=True, gc=False):

@@ -25,8 +25,8 @@ from akadze.db.queries import Queries
 from akadze.db.raw import driver_connection
 from akadze.db.sql import DONE_CHANNEL
 from akadze.db.status import raise_if_schema_missing
-from akadze.errors import ConfigError, JobNotFoundError
-from akadze.job import Job
+from akadze.errors import ConfigError, JobNotFoundError, WaitTimeoutError
+from akadze.job import Job, JobState
 
 logger = logging.getLogger("akadze.wait")
 
@@ -56,7 +56,8 @@ async def wait_for(
     """The job once it is finished (succeeded, failed or cancelled).
 
     Raises:
-        TimeoutError: it did not finish within ``timeout``.
+        WaitTimeoutError: it did not finish within ``timeout`` (a TimeoutError naming the job
+            and its state when last read).
         JobNotFoundError: no job has this id (never enqueued, or pruned).
     """
     timeout_s = seconds(timeout, "timeout")
@@ -68,7 +69,7 @@ async def wait_for(
     hub = _Hub.of(engine)
     waiter = hub.add(job_id, poll_s)
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s) as deadline:
             await hub.ready.wait()
             try:
                 async with engine.connect() as conn:
@@ -84,17 +85,25 @@ async def wait_for(
                 raise JobNotFoundError(job_id)
             if job.state.finished:
                 return job
+            waiter.state = job.state
             return await waiter.future
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        state = waiter.state.value if waiter.state is not None else None
+        raise WaitTimeoutError(job_id, state, timeout_s or 0.0) from None
     finally:
         await hub.remove(waiter)
 
 
 class _Waiter:
-    __slots__ = ("future", "job_id", "poll_s")
+    __slots__ = ("future", "job_id", "poll_s", "state")
 
     def __init__(self, job_id: int, poll_s: float) -> None:
         self.job_id = job_id
         self.poll_s = poll_s
+        #: the job's state when last read, for the timeout's message
+        self.state: JobState | None = None
         self.future: asyncio.Future[Job] = asyncio.get_running_loop().create_future()
 
 
@@ -189,3 +198,5 @@ class _Hub:
                     waiter.future.set_exception(JobNotFoundError(waiter.job_id))
                 elif job.state.finished:
                     waiter.future.set_result(job)
+                else:
+                    waiter.state = job.state

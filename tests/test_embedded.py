@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from akadze import embedded
 from akadze.embedded import EmbeddedPostgresError, runner
 
-SOCKET_URL_PREFIX = "postgresql+asyncpg://postgres@/postgres?host="
+SOCKET_URL_PREFIX = "postgresql://postgres@/postgres?host="
 
 
 def _postmaster_pid(pgdata: Path) -> int:
@@ -27,8 +28,7 @@ def _postmaster_pid(pgdata: Path) -> int:
 
 
 async def _select_one(url: str) -> int:
-    # asyncpg takes the plain libpq form; SQLAlchemy's driver suffix is not part of it.
-    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    connection = await asyncpg.connect(url)
     try:
         return int(await connection.fetchval("select 1"))
     finally:
@@ -75,11 +75,28 @@ async def test_started_server_answers_on_a_private_unix_socket(server: tuple[Pat
 
 async def test_server_allows_many_connections(server: tuple[Path, str]) -> None:
     _, url = server
-    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    connection = await asyncpg.connect(url)
     try:
         assert await connection.fetchval("show max_connections") == "200"
     finally:
         await connection.close()
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_akadze_db_url_prints_a_url_psql_takes(server: tuple[Path, str]) -> None:
+    """Issue 33: it printed SQLAlchemy's postgresql+asyncpg://, which psql refuses."""
+    from typer.testing import CliRunner
+
+    from akadze.cli import app as cli
+
+    pgdata, url = server
+    printed = CliRunner().invoke(cli, ["db", "url", "--pgdata", str(pgdata)])
+    assert printed.exit_code == 0, printed.output
+    assert printed.stdout.strip() == url
+    done = subprocess.run(
+        ["psql", url, "-tAc", "select 40 + 2"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "42"), done.stderr
 
 
 def test_second_start_attaches_to_the_running_server(server: tuple[Path, str]) -> None:
@@ -127,7 +144,7 @@ def test_default_pgdata_follows_the_environment(monkeypatch: pytest.MonkeyPatch)
 async def test_data_survives_a_stop_and_a_killed_server(scratch: Path) -> None:
     pgdata = scratch / "restart"
     url = embedded.start(pgdata, durable=False)
-    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    connection = await asyncpg.connect(url)
     await connection.execute("create table marker (n int); insert into marker values (7)")
     await connection.close()
 
@@ -142,7 +159,7 @@ async def test_data_survives_a_stop_and_a_killed_server(scratch: Path) -> None:
     # must cope with each.
     time.sleep(0.05)
     assert embedded.start(pgdata, durable=False) == url
-    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    connection = await asyncpg.connect(url)
     try:
         assert await connection.fetchval("select n from marker") == 7
     finally:
@@ -156,7 +173,7 @@ async def test_tcp_is_opt_in_and_on_loopback(scratch: Path, monkeypatch: pytest.
     port = _free_port()
     monkeypatch.setenv("AKADZE_EMBEDDED_PG_PORT", str(port))
     url = embedded.start(pgdata, durable=False)
-    assert url == f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres"
+    assert url == f"postgresql://postgres@127.0.0.1:{port}/postgres"
     assert await _select_one(url) == 1
     monkeypatch.delenv("AKADZE_EMBEDDED_PG_PORT")
     assert embedded.start(pgdata) == url

@@ -141,13 +141,32 @@ def _one_job(
 
 
 def job_document(job: Job, *, args: bool) -> dict[str, Any]:
-    """A job as ``--output json`` prints it: Job's field names; ``args`` is null unless asked for."""
+    """A job as ``--output json`` prints it: Job's field names, every time in one format (UTC,
+    ``Z``); ``args`` is null unless asked for."""
     import msgspec
 
     document: dict[str, Any] = msgspec.to_builtins(job)
     if not args:
         document["args"] = None
+    for error in document["errors"]:
+        # stored as the database wrote it (+00:00); one time format in the document: msgspec's
+        error["at"] = _utc_text(error["at"])
     return document
+
+
+def _utc_text(stored: str) -> str:
+    """An ISO 8601 time as msgspec writes the job's own times (``...Z``); unchanged when it
+    does not parse."""
+    from datetime import UTC, datetime
+
+    import msgspec
+
+    try:
+        moment = datetime.fromisoformat(stored)
+    except ValueError:
+        return stored
+    text: str = msgspec.to_builtins(moment.astimezone(UTC) if moment.tzinfo else moment)
+    return text
 
 
 @app.command("explain")
@@ -171,7 +190,7 @@ def explain(
     if output is Output.JSON:
         print_json(found)
         return
-    typer.echo(f"job {found.id} ({found.task} in queue {found.queue}) is {found.state.value}:")
+    typer.echo(f"job {found.id} ({found.task} in queue {found.queue}) {found.state.phrase}:")
     for reason in found.reasons:
         typer.echo(f"  - {reason.message}")
 
@@ -239,7 +258,8 @@ def cancel(
     if after is None:
         fail(1, f"job {wanted} does not exist")
     if not changed:
-        fail(1, "job is not active")
+        # the spec's words first (a script may match them), then which job and why
+        fail(1, f"job is not active: job {wanted} {after.state.phrase}")
     if after.state is JobState.CANCELLED:
         typer.echo(f"job {wanted} cancelled")
     else:
@@ -282,5 +302,5 @@ def requeue(
             fail(
                 1, f"job {wanted} was not requeued: it is a workflow step cancelled before its parents ended"
             )
-        fail(1, f"job {wanted} is {state.value}: only failed or cancelled jobs can be requeued")
+        fail(1, f"job {wanted} {state.phrase}: only failed or cancelled jobs can be requeued")
     typer.echo(f"job {wanted} requeued (attempt {requeued.attempt} of {requeued.max_attempts})")

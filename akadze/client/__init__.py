@@ -192,7 +192,8 @@ async def wait_for(
     Woken by a notification, with a poll every ``poll_interval`` behind it.
 
     Raises:
-        TimeoutError: the job did not finish within ``timeout`` (a timedelta or seconds).
+        WaitTimeoutError: the job did not finish within ``timeout`` (a timedelta or seconds):
+            a TimeoutError naming the job and its state when last read.
         JobNotFoundError: no job has this id.
     """
     from akadze.waiting import wait_for as wait

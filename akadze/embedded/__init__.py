@@ -88,8 +88,9 @@ def start(pgdata: Path | None = None, *, port: int | None = None, durable: bool 
             corrupt the data dir. Ignored when attaching.
 
     Returns:
-        A SQLAlchemy URL, ``postgresql+asyncpg://postgres@/postgres?host=/tmp/akadze-<hash>``, or
-        ``postgresql+asyncpg://postgres@127.0.0.1:<port>/postgres`` with TCP.
+        A URL that psql, asyncpg and ``Akadze(database_url=...)`` all take,
+        ``postgresql://postgres@/postgres?host=/tmp/akadze-<hash>``, or
+        ``postgresql://postgres@127.0.0.1:<port>/postgres`` with TCP.
 
     Raises:
         EmbeddedPostgresError: the wheel is missing, PostgreSQL cannot run as this user, a

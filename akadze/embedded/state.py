@@ -148,10 +148,11 @@ def remove_zombie_locks(pgdata: Path, postmaster: Postmaster) -> None:
 
 
 def socket_url(socket_dir: Path) -> str:
-    """The SQLAlchemy URL of the server whose socket is in ``socket_dir`` (user postgres)."""
-    return f"postgresql+asyncpg://postgres@/postgres?host={socket_dir}"
+    """The URL of the server whose socket is in ``socket_dir`` (user postgres), in the form
+    psql, asyncpg and ``Akadze(database_url=...)`` all take (``postgresql://``)."""
+    return f"postgresql://postgres@/postgres?host={socket_dir}"
 
 
 def tcp_url(port: int, host: str = "127.0.0.1") -> str:
-    """The SQLAlchemy URL of the server at ``host``:``port`` (user postgres)."""
-    return f"postgresql+asyncpg://postgres@{host}:{port}/postgres"
+    """The URL of the server at ``host``:``port`` (user postgres), as :func:`socket_url`."""
+    return f"postgresql://postgres@{host}:{port}/postgres"

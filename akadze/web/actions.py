@@ -83,7 +83,7 @@ async def _not_applied(request: Request, job_id: int | None, raw: str, what: str
         async with reading(request, primary=True) as conn:
             job = await Queries.get_job(conn, job_id)
     shown = raw if len(raw) <= 40 else raw[:40] + "…"
-    state = f"job {job_id} is {job.state.value}" if job is not None else f"there is no job {shown}"
+    state = f"job {job_id} {job.state.phrase}" if job is not None else f"there is no job {shown}"
     return render(
         request, "message.html", status_code=409, title="Nothing changed", message=f"{what}; {state}"
     )

@@ -362,4 +362,4 @@ class Worker:
             # a connection gone silent must not hold the exit: others forget this worker anyway
             await self.fetcher.held.discard()
         await self.fetcher.held.close(wait_s=self.lost_after_s)
-        logger.info("worker %s stopped after %d runs", self.id, self.runs)
+        logger.info("worker %s stopped after %d run%s", self.id, self.runs, "" if self.runs == 1 else "s")

@@ -247,7 +247,8 @@ def test_jobs_cancel_of_a_job_that_is_not_active_exits_1(
         assert akadze("jobs", "cancel", str(job_id)).exit_code == 0
     result = akadze("jobs", "cancel", str(job_id))
     assert result.exit_code == 1
-    assert result.stderr.strip() == "job is not active"
+    said = "has succeeded" if which == "succeeded" else "was cancelled"
+    assert result.stderr.strip() == f"job is not active: job {job_id} {said}"
     assert result.stdout == ""
 
 
@@ -305,7 +306,8 @@ def test_jobs_requeue_of_a_job_that_is_neither_failed_nor_cancelled_exits_1_nami
     job_id = jobs.enqueue("mail.send", drained=which == "succeeded", user_id=1).id
     result = akadze("jobs", "requeue", str(job_id))
     assert result.exit_code == 1
-    assert result.stderr.strip() == f"job {job_id} is {which}: only failed or cancelled jobs can be requeued"
+    said = "is queued" if which == "queued" else "has succeeded"
+    assert result.stderr.strip() == f"job {job_id} {said}: only failed or cancelled jobs can be requeued"
 
 
 def test_jobs_requeue_puts_a_cancelled_job_back(jobs: Jobs, akadze: Callable[..., Result]) -> None:

@@ -116,7 +116,7 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
             assert cancelled.status_code == 303, cancelled.text
             # refused the second time, it says the state the action met: the primary's
             again = await web.post(f"/jobs/{fresh.id}/cancel", data=form)
-            assert again.status_code == 409 and f"job {fresh.id} is cancelled" in again.text, again.text
+            assert again.status_code == 409 and f"job {fresh.id} was cancelled" in again.text, again.text
 
         # a write from the command line goes to the primary
         code, out = await asyncio.to_thread(cli_run, "queues", "pause", "rr", "--database-url", primary_url)

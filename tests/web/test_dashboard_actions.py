@@ -43,7 +43,7 @@ async def test_cancel_ends_a_queued_job_and_refuses_a_finished_one(
     assert "The job is cancelled: it will not run." in (await client.get(done.headers["location"])).text
     again = await client.post(f"/jobs/{job.id}/cancel", data={"csrf_token": csrf})
     assert again.status_code == 409
-    assert f"job {job.id} is cancelled" in again.text
+    assert f"job {job.id} was cancelled" in again.text
     assert (await client.post("/jobs/424242/cancel", data={"csrf_token": csrf})).status_code == 409
 
 
