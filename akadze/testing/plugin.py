@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from akadze import testing
-from akadze.app import Akadze, normalize_url
+from akadze.app import DATABASE_URL_ENV, Akadze, normalize_url
 from akadze.errors import ConfigError
 
 TEST_DATABASE_URL_ENV = "AKADZE_TEST_DATABASE_URL"
@@ -63,6 +63,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "akadze_database_url", f"PostgreSQL server for test databases (or {TEST_DATABASE_URL_ENV})."
     )
+
+
+#: AKADZE_DATABASE_URL during a session that names its app (``akadze_app``) and left the
+#: variable unset: an app built with ``Akadze()`` at import time then imports, and each test
+#: binds it to its own database; a use outside a test fails to connect, naming this database
+UNBOUND_URL = "postgresql://akadze@127.0.0.1:9/akadze_app_used_outside_a_test"
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before conftest.py and the test modules import the app: when the project names its app
+    (``akadze_app``) and AKADZE_DATABASE_URL is unset, set it to UNBOUND_URL, so that an app
+    that reads it (``app = Akadze()``) can be imported; the ``akadze_app`` fixture binds the app
+    to each test's database. Unset again when the session ends."""
+    if early_config.getini("akadze_app") and not os.environ.get(DATABASE_URL_ENV):
+        os.environ[DATABASE_URL_ENV] = UNBOUND_URL
+        early_config.add_cleanup(_unset_unbound_url)
+
+
+def _unset_unbound_url() -> None:
+    if os.environ.get(DATABASE_URL_ENV) == UNBOUND_URL:
+        del os.environ[DATABASE_URL_ENV]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -8,6 +8,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.plugin.test_pytest_plugin import APP, inner
 from tests.support import ROOT
 
@@ -42,3 +44,43 @@ def test_the_documented_pytest_ini_runs_without_a_warning(tmp_path: Path) -> Non
     counts, output = inner(tmp_path, "-W", "error")
     assert counts == {"passed": 1}, output
     assert "Warning" not in output, output
+
+
+ENV_APP = """
+from akadze import Akadze
+
+app = Akadze()  # AKADZE_DATABASE_URL, as docs/install.md exports it
+
+
+@app.task("hello")
+async def hello(name: str) -> str:
+    return f"hello {name}"
+"""
+
+
+def test_an_app_that_reads_akadze_database_url_imports_and_binds_in_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``app = Akadze()`` at import time with AKADZE_DATABASE_URL unset, as in a developer's
+    shell: the test module imports it, and each test binds it to its own database."""
+    monkeypatch.delenv("AKADZE_DATABASE_URL", raising=False)
+    (tmp_path / "myapp.py").write_text(ENV_APP)
+    (tmp_path / "pytest.ini").write_text(documented_ini())
+    (tmp_path / "test_inner.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            from myapp import hello
+
+
+            async def test_hello(akadze_app, akadze_drain, akadze_database_url):
+                job = await hello.enqueue(name="ada")
+                assert await akadze_drain() == 1
+                assert (await akadze_app.get_job(job.id)).result == "hello ada"
+                assert "akadze_app_used_outside_a_test" in os.environ["AKADZE_DATABASE_URL"]
+            """
+        )
+    )
+    counts, output = inner(tmp_path, "-W", "error")
+    assert counts == {"passed": 1}, output
