@@ -83,7 +83,7 @@ def render(data: dict[str, Any]) -> str:
         "held_1m": f"(e1) {opt.get('held_big', 0):,} jobs held by a full limit (no key), ahead",
         "hot_key": f"(e2) {opt.get('held_big', 0):,} jobs of one key held by a keyed limit, ahead",
         "many_keys": f"(e3) {opt.get('held', 0):,} jobs of 10,000 keys held by a keyed limit (each key full)",
-        "fair_key": f"(e4) {opt.get('held', 0):,} jobs of one key of a fair share (no ceiling), ahead",
+        "fair_key": f"(e4) {opt.get('held_big', 0):,} jobs of one key of a fair share (no ceiling), ahead",
         "limited_delayed_high": f"(e5) {opt['delayed']:,} delayed jobs at priority 1, claim_limited",
         "held_parked": "(e6) as (e), the held jobs parked and vacuumed before the drain",
         "held_1m_parked": "(e7) as (e1), the held jobs parked and vacuumed before the drain",

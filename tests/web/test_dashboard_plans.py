@@ -259,6 +259,7 @@ async def _search_plans_and_work(loaded: str) -> None:
     conn = await asyncpg.connect(plain(loaded))
     try:
         read: dict[Any, int] = {}
+        plans: dict[tuple[str, ...], int] = {}
         deep_at = _NOW - timedelta(days=3)
         for where, before in product(SEARCHES, [None, 500_000]):
             sql = _sql(where, before, at=deep_at)
@@ -271,6 +272,7 @@ async def _search_plans_and_work(loaded: str) -> None:
             used = {n.get("Index Name") for n in nodes} - {None}
             # the primary key, or the indexes of finished rows (0003, 0009, and the pruner's)
             assert used and used <= LISTING_INDEXES, label
+            plans[tuple(sorted(used))] = plans.get(tuple(sorted(used)), 0) + 1
             limits = [n for n in nodes if n["Node Type"] == "Limit"]
             assert limits, label
             if "Sort" in kinds:  # a top-N of a few rows, never of every match
@@ -286,6 +288,9 @@ async def _search_plans_and_work(loaded: str) -> None:
         assert len(read) >= len(SEARCHES) // 2, read  # most searches fill a page or a window
         for key, buffers in read.items():
             assert buffers < MAX_SEARCH_BUFFERS, (key, buffers)
+        # the figures docs/dashboard.md quotes (pytest -s): the indexes each search's plan reads
+        # and the buffers of those that filled a page or a window
+        print(f"search plans ({len(SEARCHES) * 2} searches):", plans)
         print("search buffers:", sorted(read.values()))
     finally:
         await conn.close()
