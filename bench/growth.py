@@ -503,29 +503,9 @@ class Harness:
         # compilation (about 150-500 ms) that the worker never does
         await conn.execute("SET jit = off")
         try:
-            if state == "finished":
-                await conn.execute(FINISHED_SQL, args.finished, *self.row_args())
-            elif state in ("delayed", "delayed_high"):
-                priority = 1 if state == "delayed_high" else 0
-                await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), priority)
-            elif state == "limited_delayed_high":
-                await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), 1)
-            if state in LIMITED:
-                task, count, keys, holder = LIMITED[state]
-                count = {None: args.held, -1: args.held_big}.get(count, count)
-                _, queue, _, max_attempts = self.row_args()
-                fp = self.info[
-                    {HELD_TASK: "held_args_fp", KEYED_TASK: "keyed_args_fp"}.get(task, "fair_args_fp")
-                ]
-                if count:
-                    await conn.execute(HELD_SQL, count, task, queue, fp, max_attempts, keys)
-                    if holder:
-                        await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
-                        if state in PARKED_STATES:
-                            await conn.execute(PARK_HELD_SQL, task)
-                    else:  # a fair share: nothing holds it; measured parked, before the drain
-                        await conn.execute(PARK_SQL, task)
-                rec["held_jobs"] = count
+            held = await self.load(conn, state)
+            if held is not None:
+                rec["held_jobs"] = held
             await conn.execute("VACUUM ANALYZE akadze_jobs")
             if state in LIMITED and not LIMITED[state][3]:
                 await self.small_key(conn, state, rec)  # the parked backlog only, no ready job ahead
@@ -587,6 +567,33 @@ class Harness:
         rec["problems"] = problems
         rec["wall_s"] = time.monotonic() - t0
         return rec
+
+    async def load(self, conn: asyncpg.Connection, state: str) -> int | None:
+        """The table state's rows before the ready jobs go in; for a limited state, how many
+        jobs are held (None otherwise)."""
+        args = self.args
+        if state == "finished":
+            await conn.execute(FINISHED_SQL, args.finished, *self.row_args())
+        elif state in ("delayed", "delayed_high"):
+            priority = 1 if state == "delayed_high" else 0
+            await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), priority)
+        elif state == "limited_delayed_high":
+            await conn.execute(DELAYED_SQL, args.delayed, *self.row_args(), 1)
+        if state in LIMITED:
+            task, count, keys, holder = LIMITED[state]
+            count = {None: args.held, -1: args.held_big}.get(count, count)
+            _, queue, _, max_attempts = self.row_args()
+            fp = self.info[{HELD_TASK: "held_args_fp", KEYED_TASK: "keyed_args_fp"}.get(task, "fair_args_fp")]
+            if count:
+                await conn.execute(HELD_SQL, count, task, queue, fp, max_attempts, keys)
+                if holder:
+                    await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
+                    if state in PARKED_STATES:
+                        await conn.execute(PARK_HELD_SQL, task)
+                else:  # a fair share: nothing holds it; measured parked, before the drain
+                    await conn.execute(PARK_SQL, task)
+            return count
+        return None
 
     def claim_statement(self, limit: int, state: str) -> tuple[str, list[Any]]:
         """The claim the worker sends: claim_limited when it has the limited tasks; for
@@ -936,7 +943,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--finished", type=int, help="finished rows of state (b) (1000000; quick 50000)")
     ap.add_argument("--delayed", type=int, help="delayed jobs of states (c) and (d) (100000; quick 10000)")
     ap.add_argument("--held", type=int, help="held jobs of states (e), (e3), (e6) (100000; quick 10000)")
-    ap.add_argument("--held-big", type=int, help="held jobs of states (e1), (e2), (e4), (e7), (e8) (1000000; quick 20000)")
+    ap.add_argument(
+        "--held-big", type=int, help="held jobs of states (e1), (e2), (e4), (e7), (e8) (1000000; quick 20000)"
+    )
     ap.add_argument("--repeat", type=int, help="interleaved repeats of the drains (5; quick 1)")
     ap.add_argument(
         "--states", help=f"comma-separated table states of the drains (default all: {','.join(STATES)})"
