@@ -197,7 +197,9 @@ class _Root(TyperGroup):
             if type(exc).__name__ == "NoArgsIsHelpError":
                 exc.show()  # `akadze jobs` alone: the group's help, as asked for
             else:
-                typer.echo(usage_error(exc), err=True)
+                from akadze.cli.common import say_usage_error
+
+                say_usage_error(usage_error(exc), exc, args)
             sys.exit(exc.exit_code)
         except typer.Abort:
             typer.echo("Aborted!", err=True)

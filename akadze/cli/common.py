@@ -10,6 +10,7 @@ import enum
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -92,6 +93,25 @@ def _say(line: str, code: int) -> None:
         _json_line(logging.ERROR, line.removeprefix("error: "))
         return
     typer.echo(line, err=code != 0)
+
+
+def say_usage_error(line: str, exc: Any, args: Sequence[str] | None) -> None:
+    """A usage error's line (the root's click error, ``exc``): a JSON line when the command that
+    failed logs as JSON (its ``--log-format json`` among ``args``, or AKADZE_LOG_FORMAT), as
+    every other line of its stderr is; else the line."""
+    command = getattr(getattr(exc, "ctx", None), "command", None)
+    logs = any(param.name == "log_format" for param in getattr(command, "params", ()))
+    given = list(sys.argv[1:] if args is None else args)
+    asked = os.environ.get("AKADZE_LOG_FORMAT", "")
+    for at, arg in enumerate(given):
+        if arg.startswith("--log-format="):
+            asked = arg.partition("=")[2]
+        elif arg == "--log-format" and at + 1 < len(given):
+            asked = given[at + 1]
+    if logs and asked.lower() == LogFormat.JSON:
+        _json_line(logging.ERROR, line.removeprefix("error: "))
+    else:
+        typer.echo(line, err=True)
 
 
 def warn(message: str) -> None:

@@ -49,3 +49,21 @@ async def test_queues_pause_warns_of_a_queue_the_apps_tasks_do_not_use(database_
     assert [row["queue"] for row in paused] == ["default", "defualt"]
     bare = akadze("queues", "resume", "defualt", "--database-url", database_url, url=None)
     assert (bare.returncode, bare.stderr) == (0, ""), "a bare URL knows no queues: nothing to warn of"
+
+
+def test_a_usage_error_of_a_command_that_logs_json_is_a_json_line() -> None:
+    from typer.testing import CliRunner
+
+    from akadze.cli import app as cli
+
+    for args, env in [
+        (["worker", "tests.apps.bare:app", "--log-format", "json", "--slots", "x"], {}),
+        (["worker", "tests.apps.bare:app", "--slots", "x"], {"AKADZE_LOG_FORMAT": "json"}),
+    ]:
+        result = CliRunner().invoke(cli, args, env=env)
+        assert result.exit_code == 2
+        [line] = [json.loads(line) for line in result.stderr.splitlines()]
+        assert (line["level"], line["logger"]) == ("ERROR", "akadze.cli")
+        assert line["message"].startswith("Invalid value for '--slots'")
+    plain = CliRunner().invoke(cli, ["jobs", "list", "--limit", "x"], env={"AKADZE_LOG_FORMAT": "json"})
+    assert plain.stderr.startswith("error: Invalid value for '--limit'"), "jobs list does not log"
