@@ -178,6 +178,8 @@ class Completion(msgspec.Struct, frozen=True):
     result: str | None
     #: complete_tx committed the transition already; ``result`` is left to store
     committed: bool = False
+    #: the workflow steps complete_tx's commit released or cancelled (their events)
+    settled: tuple[Completed, ...] = ()
 
 
 class Completed(msgspec.Struct, frozen=True):

@@ -308,7 +308,9 @@ class Worker:
         if completion.committed:
             # complete_tx wrote the outcome in the run's own transaction
             self.publisher.committed(job, self._timing.pop((job.id, job.run), None))
-            self.fetcher.committed(job)
+            if completion.settled:
+                self.publisher.settled(completion.settled)
+            self.fetcher.committed(job, released=bool(completion.settled))
         else:
             self.fetcher.finish(completion)
 

@@ -22,7 +22,7 @@ from akadze.context import RunContext, enter, leave
 from akadze.errors import UndecodableJobError, UnknownTaskError
 from akadze.events import tracing
 from akadze.job import Job, JobState
-from akadze.outcomes import Cancel, Completion, RunEnd, Transition, Verdict, decide
+from akadze.outcomes import Cancel, Completed, Completion, RunEnd, Transition, Verdict, decide
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -109,6 +109,8 @@ class Ran(NamedTuple):
     by_task: bool = False
     #: complete_tx() committed the job succeeded: nothing is left to decide
     committed: bool = False
+    #: the workflow steps that commit released or cancelled
+    settled: tuple[Completed, ...] = ()
 
 
 async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> Completion:
@@ -123,7 +125,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         succeeded = Transition(
             JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
         )
-        return Completion(job.id, job.run, succeeded, ran.result, committed=True)
+        return Completion(job.id, job.run, succeeded, ran.result, committed=True, settled=ran.settled)
     options = task.options if task is not None and ran.by_task else None
     transition = decide(
         ran.end,
@@ -190,7 +192,12 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
         leave(token)
 
     if ctx.completed is not None:
-        return Ran(RunEnd.RETURNED, result=_after_commit(job, value, error), committed=True)
+        return Ran(
+            RunEnd.RETURNED,
+            result=_after_commit(job, value, error),
+            committed=True,
+            settled=tuple(ctx.settled),
+        )
     if error is None:
         try:
             return Ran(RunEnd.RETURNED, result=encode_result(value))

@@ -141,9 +141,11 @@ class Fetcher:
         self.outcomes.add(ended)
         self._wake.set()
 
-    def committed(self, job: Job) -> None:
+    def committed(self, job: Job, *, released: bool = False) -> None:
         """``job``'s run wrote its own end (complete_tx): its slot is free, and so may be a
-        place in its limit (the next claim looks at its group first)."""
+        place in its limit (the next claim looks at its group first); ``released``: its commit
+        released workflow steps, which may be claimed at once."""
+        self._hint = self._hint or released
         if job.task in self._limited:
             self._hint = True
             if isinstance(self.claim, LimitedClaim):
@@ -329,10 +331,8 @@ class Fetcher:
         self.outcomes.settle(batch)
         if not settled and self.completer.settled:
             settled, self.completer.settled = self.completer.settled, []
-        if settled:
+        if settled:  # steps released: claim again (a worker behind a pooler hears no NOTIFY)
             self._publisher.settled(settled)
-            # a step released and ready now: claim again (no NOTIFY reaches a worker that
-            # does not listen)
             self._hint = True
         tasks = {job.task for job in written}
         if self._limited and not self._limited.isdisjoint(tasks):

@@ -24,9 +24,14 @@ logger = logging.getLogger("akadze.worker")
 
 
 async def rescue_lost(
-    engine: AsyncEngine, hooks: Sequence[TransitionHook] = (), *, limit: int = 500
+    engine: AsyncEngine,
+    hooks: Sequence[TransitionHook] = (),
+    *,
+    limit: int = 500,
+    settled: list[Completed] | None = None,
 ) -> list[Completed]:
-    """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans.
+    """One pass: forget workers whose heartbeat is past their horizon, then rescue orphans;
+    the workflow steps the rescued runs' ends released or cancelled go to ``settled``.
 
     Rows a stalled run holds locked are skipped, never waited on; a later pass takes them.
     Arguments and results are never read: no row's content can fail a pass.
@@ -50,9 +55,10 @@ async def rescue_lost(
             )
             for job in orphans
         ]
-        # the workflow steps the failed ones cancel (or release) publish no event from here
-        written, _ = await Queries.complete_batch(conn, ended)
+        written, steps = await Queries.complete_batch(conn, ended)
         await transitions_written(hooks, conn, written, JobState.RUNNING)
+    if settled is not None:
+        settled.extend(steps)
     for job in written:
         logger.warning(
             "job_id=%d task=%s queue=%s rescued from lost worker %s: state=%s attempt=%d",
@@ -77,7 +83,8 @@ async def rescuer_service(worker: Worker) -> None:
         started = loop.time()
         try:
             async with asyncio.timeout(worker.lost_after_s):
-                rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition)
+                steps: list[Completed] = []
+                rescued = await rescue_lost(worker.app.engine, worker.app.hooks.on_transition, settled=steps)
         except TimeoutError:
             logger.warning("%s", timed_out("rescue pass", worker.lost_after_s, loop.time() - started))
         except Exception as exc:
@@ -94,6 +101,8 @@ async def rescuer_service(worker: Worker) -> None:
                         error_type=ErrorType.WORKER_LOST,
                     )
                     events.publish(lost)
+            if steps:
+                worker.publisher.settled(steps)
         await asyncio.sleep(worker.rescue_interval_s)
 
 

@@ -8,7 +8,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from akadze import Akadze, Fail, JobState, Workflow
+from akadze import Akadze, Fail, JobState, Workflow, current
 from akadze.events import Event, Kind
 from akadze.events.metrics import instrument
 from akadze.testing import drain
@@ -57,3 +57,19 @@ async def test_released_and_dependency_cancelled_steps_are_published_and_counted
         return registry.get_sample_value("akadze_workflow_steps_total", labels)
 
     assert (count("released"), count("dependency_failed")) == (2.0, 2.0)
+
+
+async def test_a_step_whose_complete_tx_releases_the_next_publishes_it(app: Akadze) -> None:
+    events: list[Event] = []
+    app.subscribe(events.append, kinds=[Kind.RELEASED])
+
+    @app.task("wf.tx")
+    async def tx(name: str) -> None:
+        async with current().complete_tx():
+            pass
+
+    wf = Workflow().add("a", tx.bind(name="a")).add("b", tx.bind(name="b"), after=["a"])
+    jobs = await wf.enqueue()
+    assert await drain(app) == 2
+    assert await asyncio.to_thread(app.events.flush, 10.0)
+    assert [(e.kind, e.job_id) for e in events] == [(Kind.RELEASED, jobs["b"].id)]
