@@ -310,6 +310,7 @@ class WaitTimeoutError(AkadzeError, TimeoutError):
     timeout_s: float
 
     def describe(self) -> str:
+        """The message: the job, the timeout, and the state it was last seen in (or that it was not read)."""
         seen = f"it is still {self.state}" if self.state else "its state was not read yet"
         return f"job {self.job_id} did not finish within {self.timeout_s:g}s: {seen}"
 
