@@ -192,7 +192,7 @@ def test_a_read_slower_than_a_scrape_finishes_in_the_background(monkeypatch: pyt
     collector = QueueCollector(start_read, interval_s=0.0)
     assert collector.stats() == ()  # the scrape did not wait past its timeout
     assert collector.stats() == () and len(started) == 1  # one read in flight at a time
-    one = QueueStats("mail", False, 1, 2, 3, None, 4.0, 5)
+    one = QueueStats("mail", False, 1, 2, None, 3, None, 4.0, 5)
     pending.set_result([one])
     collector.cost_factor = 1e9  # the next read is far off: the scrape shows what was read
     assert collector.stats() == [one] and len(started) == 1

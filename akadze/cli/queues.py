@@ -39,9 +39,10 @@ def list_queues(
     read_database_url: ReadUrlOption = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
-    """Per queue: paused, ready, delayed, running and failed jobs, the oldest ready job's wait and
-    the live workers serving it. Lists the app's queues (with --app), and every queue that has a
-    queued, running or failed job, is paused or is served by a live worker."""
+    """Per queue: paused, ready, delayed, held (by a Limit or a workflow's parents), running and
+    failed jobs, the oldest ready job's wait and the live workers serving it. Lists the app's
+    queues (with --app), and every queue that has a queued, running or failed job, is paused or
+    is served by a live worker."""
     from akadze.db.queries import Queries
     from akadze.db.stats import QueueStats
 
@@ -49,17 +50,18 @@ def list_queues(
     names = application.queues()
 
     found: list[QueueStats] = with_conn(
-        application, lambda conn: Queries.queue_stats(conn, names, with_failed=True), read=True
+        application, lambda conn: Queries.queue_stats(conn, names, full=True), read=True
     )
     print_listing(
         output,
         found,
-        ("NAME", "PAUSED", "READY", "DELAYED", "RUNNING", "FAILED", "OLDEST READY", "WORKERS"),
+        ("NAME", "PAUSED", "READY", "DELAYED", "HELD", "RUNNING", "FAILED", "OLDEST READY", "WORKERS"),
         lambda q: (
             q.name,
             "yes" if q.paused else "no",
             str(q.ready),
             str(q.delayed),
+            str(q.held),
             str(q.running),
             str(q.failed),
             f"{q.oldest_ready_s:.1f}s" if q.oldest_ready_s is not None else "-",

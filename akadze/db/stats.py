@@ -24,8 +24,11 @@ class QueueStats(msgspec.Struct, frozen=True):
     ready: int
     #: queued jobs waiting for their run_at (delayed, retried, snoozed)
     delayed: int
+    #: queued jobs held back: parked by their Limit, or workflow steps waiting for their
+    #: parents; None when not counted (the metrics, the dashboard)
+    held: int | None
     running: int
-    #: failed jobs (kept until retention prunes them); None when not counted (the metrics)
+    #: failed jobs (kept until retention prunes them); None when not counted
     failed: int | None
     #: how long the oldest ready job has waited, in seconds; None when none is ready
     oldest_ready_s: float | None
@@ -41,6 +44,7 @@ class QueueStats(msgspec.Struct, frozen=True):
             paused=bool(row["paused"]),
             ready=int(row["ready"]),
             delayed=int(row["delayed"]),
+            held=int(row["held"]) if row["held"] is not None else None,
             running=int(row["running"]),
             oldest_ready_s=float(oldest) if oldest is not None else None,
             failed=int(row["failed"]) if row["failed"] is not None else None,

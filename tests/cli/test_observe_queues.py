@@ -32,12 +32,13 @@ def test_queues_list_counts_each_queue_as_json_and_as_a_table(db: Db, akadze: Ca
         "paused",
         "ready",
         "delayed",
+        "held",
         "running",
         "failed",
         "oldest_ready_s",
         "workers",
     }
-    assert mail["failed"] == 0
+    assert (mail["held"], mail["failed"]) == (0, 0)
     assert (mail["paused"], mail["ready"], mail["delayed"], mail["running"], mail["workers"]) == (
         False,
         2,
@@ -57,13 +58,14 @@ def test_queues_list_counts_each_queue_as_json_and_as_a_table(db: Db, akadze: Ca
         "PAUSED",
         "READY",
         "DELAYED",
+        "HELD",
         "RUNNING",
         "FAILED",
         "OLDEST",
         "READY",
         "WORKERS",
     ]
-    assert rows[2][:6] == ["mail", "no", "2", "1", "0", "0"]
+    assert rows[2][:7] == ["mail", "no", "2", "1", "0", "0", "0"]
 
 
 def test_queues_list_counts_the_failed_jobs_and_lists_a_queue_that_has_only_those(
@@ -85,10 +87,28 @@ def test_queues_list_counts_the_failed_jobs_and_lists_a_queue_that_has_only_thos
     assert (by_name["gone"]["failed"], by_name["mail"]["failed"]) == (1, 1)
     assert by_name["mail"]["ready"] == 0
     rows = [line.split() for line in akadze("queues", "list").stdout.splitlines()]
-    assert [row[:6] for row in rows[1:]] == [
-        ["gone", "no", "0", "0", "0", "1"],
-        ["mail", "no", "0", "0", "0", "1"],
+    assert [row[:7] for row in rows[1:]] == [
+        ["gone", "no", "0", "0", "0", "0", "1"],
+        ["mail", "no", "0", "0", "0", "0", "1"],
     ]
+
+
+def test_queues_list_counts_the_held_jobs_and_lists_a_queue_whose_jobs_are_all_held(
+    db: Db, akadze: Callable[..., Result]
+) -> None:
+    """Jobs a Limit parked are queued but neither ready nor delayed: the queue is still listed
+    (it said "no queues: no job" with 25 jobs waiting behind a limit), with its HELD count."""
+    for user_id in (1, 2, 3):
+        db.enqueue("mail.send", user_id=user_id)
+    db.sql("UPDATE akadze_jobs SET parked = 'limit' WHERE args ->> 'user_id' <> '3'")
+    db.sql("UPDATE akadze_jobs SET state = 'running' WHERE args ->> 'user_id' = '3'")
+
+    [mail] = as_json(akadze("queues", "list", "-o", "json"))
+    counts = (mail["name"], mail["ready"], mail["delayed"], mail["held"], mail["running"])
+    assert counts == ("mail", 0, 0, 2, 1)
+    db.sql("UPDATE akadze_jobs SET state = 'succeeded', finished_at = now() WHERE args ->> 'user_id' = '3'")
+    rows = [line.split() for line in akadze("queues", "list").stdout.splitlines()]
+    assert rows[1][:7] == ["mail", "no", "0", "0", "2", "0", "0"]
 
 
 def test_queues_list_with_nothing_is_an_empty_array(akadze: Callable[..., Result]) -> None:

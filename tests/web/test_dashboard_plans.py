@@ -169,23 +169,26 @@ async def _overview_and_claim_plans(loaded: str) -> None:
     try:
         stats_sql = statement("queue_stats")
 
-        def stats_args(with_failed: bool) -> list[Any]:
-            values = {"queues": ["default", "mail"], "with_failed": with_failed}
+        def stats_args(full: bool) -> list[Any]:
+            values = {"queues": ["default", "mail"], "full": full}
             return [values[name] for name in stats_sql.params]
 
-        for with_failed in (False, True):  # the gauges and the dashboard; `queues list`
-            stats = await _explain(conn, stats_sql.pg, *stats_args(with_failed))
+        for full in (False, True):  # the gauges and the dashboard; `queues list`
+            stats = await _explain(conn, stats_sql.pg, *stats_args(full))
             assert not any(
                 n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "akadze_jobs" for n in stats
-            ), with_failed
-        # without the failed count, no scan of the failed rows runs (the planner drops it, or it
+            ), full
+        # without the full counts, no scan of the failed (or parked) rows runs (the planner drops it, or it
         # sits behind a one-time filter that is false)
         ran = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {stats_sql.pg}", *stats_args(False))
         failed_scans = [
             n
             for n in _nodes((json.loads(ran) if isinstance(ran, str) else ran)[0]["Plan"])
             if n.get("Relation Name") == "akadze_jobs"
-            and "'failed'" in str(n.get("Index Cond", "")) + str(n.get("Filter", ""))
+            and (
+                "'failed'" in str(n.get("Index Cond", "")) + str(n.get("Filter", ""))
+                or n.get("Index Name") == "akadze_jobs_parked_idx"
+            )
         ]
         assert all(n.get("Actual Loops", 0) == 0 for n in failed_scans), failed_scans
         activity = await _explain(conn, statement("queue_activity").pg, 5)

@@ -25,17 +25,13 @@ class QueueQueries:
         return bool((await fetch(conn, statement("resume_queue"), {"queue": queue}))[0]["changed"])
 
     @staticmethod
-    async def queue_stats(
-        conn: Connection, queues: Sequence[str], *, with_failed: bool = False
-    ) -> list[QueueStats]:
+    async def queue_stats(conn: Connection, queues: Sequence[str], *, full: bool = False) -> list[QueueStats]:
         """Counts per queue now (ready, delayed, running, the oldest wait, live workers) for
         ``queues`` and every queue with queued or running jobs, a pause or a live worker; reads
-        only, from the claim and running indexes (finished rows are never visited). With
-        ``with_failed``, also each queue's failed jobs, and the queues that have some: that
-        reads every failed row once (an index scan)."""
-        rows = await fetch(
-            conn, statement("queue_stats"), {"queues": list(queues), "with_failed": with_failed}
-        )
+        only, from the claim and running indexes (no parked or finished row is visited). With
+        ``full`` (`queues list`), also each queue's held and failed jobs, and the queues that
+        have some: that reads each parked and each failed row once (index scans)."""
+        rows = await fetch(conn, statement("queue_stats"), {"queues": list(queues), "full": full})
         return [QueueStats.of(row) for row in rows]
 
     @staticmethod

@@ -1,13 +1,15 @@
 -- queue_stats: per queue: paused, ready, delayed, running, the oldest ready job's wait in
--- seconds (database clock) and the live workers serving it; with :with_failed, also the failed
--- jobs (NULL without). Ready and delayed count the claimable jobs: a parked job (a workflow
--- step waiting, a job its Limit holds) is neither. The queues listed are those in :queues
--- (say, the app's), those with a queued or running job, the paused ones, those a live worker
--- serves and, with :with_failed, those with a failed job. Queued rows are read from
--- akadze_jobs_claim_idx and running ones from akadze_jobs_running_idx; without :with_failed
--- finished rows are never visited (the failed CTE is a one-time filter that never runs). With
--- it, the failed rows are read once each through akadze_jobs_state_id_idx: a cost that grows
--- with the failed jobs retention keeps, paid by `queues list`, not by the metrics' gauges.
+-- seconds (database clock) and the live workers serving it; with :full (`queues list`), also
+-- the held jobs (queued but parked: a job its Limit holds, a workflow step waiting for its
+-- parents) and the failed ones (NULL without). Ready and delayed count the claimable jobs, so a
+-- parked job is neither. The queues listed are those in :queues (say, the app's), those with a
+-- queued or running job, the paused ones, those a live worker serves and, with :full, those
+-- with a held or failed job. Queued rows are read from akadze_jobs_claim_idx and running ones
+-- from akadze_jobs_running_idx; without :full, no parked or finished row is visited (the held
+-- and failed CTEs sit behind a one-time filter that is false). With it, each parked row is
+-- read once from akadze_jobs_parked_idx and each failed row once through
+-- akadze_jobs_state_id_idx: a cost that grows with the jobs held and with the failed jobs
+-- retention keeps, paid by `queues list`, not by the metrics' gauges or the dashboard.
 -- Reads only, takes no lock.
 WITH live AS (
     SELECT w.queues
@@ -25,12 +27,22 @@ queued AS (
         AND j.parked IS NULL
     GROUP BY j.queue
 ),
+held AS (
+    SELECT
+        j.queue,
+        count(*) AS held
+    FROM akadze_jobs AS j
+    WHERE CAST(:full AS boolean)
+        AND j.state = 'queued'
+        AND j.parked IS NOT NULL
+    GROUP BY j.queue
+),
 failed AS (
     SELECT
         j.queue,
         count(*) AS failed
     FROM akadze_jobs AS j
-    WHERE CAST(:with_failed AS boolean)
+    WHERE CAST(:full AS boolean)
         AND j.state = 'failed'
     GROUP BY j.queue
 ),
@@ -62,6 +74,8 @@ names AS (
     UNION
     SELECT serving.queue FROM serving
     UNION
+    SELECT held.queue FROM held
+    UNION
     SELECT failed.queue FROM failed
 )
 SELECT
@@ -70,7 +84,8 @@ SELECT
     coalesce(queued.ready, 0) AS ready,
     coalesce(queued.delayed, 0) AS delayed,
     coalesce(running.running, 0) AS running,
-    CASE WHEN CAST(:with_failed AS boolean) THEN coalesce(failed.failed, 0) END AS failed,
+    CASE WHEN CAST(:full AS boolean) THEN coalesce(held.held, 0) END AS held,
+    CASE WHEN CAST(:full AS boolean) THEN coalesce(failed.failed, 0) END AS failed,
     queued.oldest_ready_s,
     coalesce(serving.workers, 0) AS workers
 FROM names
@@ -78,5 +93,6 @@ LEFT JOIN akadze_queue_pauses AS p ON p.queue = names.name
 LEFT JOIN queued ON queued.queue = names.name
 LEFT JOIN running ON running.queue = names.name
 LEFT JOIN serving ON serving.queue = names.name
+LEFT JOIN held ON held.queue = names.name
 LEFT JOIN failed ON failed.queue = names.name
 ORDER BY names.name
