@@ -17,8 +17,6 @@ LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 NAMED = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 #: files named in the text that a command writes, not the project: (page, name) -> what writes it
 WRITTEN = {("docs/performance.md", "bench/results/quick.md"): "python -m bench --quick writes it"}
-#: documents another helper of the same issue is writing as this test lands: checked once there
-PENDING = {"docs/workflows.md": "issue 29's docs (wf-core)"}
 
 
 def _resolves(page: Path, target: str) -> bool:
@@ -55,8 +53,6 @@ def test_every_markdown_file_named_in_the_text_exists() -> None:
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             for target in NAMED.findall(line):
                 if (name, target) in WRITTEN or _resolves(page, target):
-                    continue
-                if target in PENDING:
                     continue
                 missing.append(f"{name}:{number}: {target}")
     assert missing == []
