@@ -308,7 +308,8 @@ class Bench:
         parts = set(args.parts.split(","))
         try:
             for rep in range(args.repeat):
-                for case in ("plain", "fanout") if rep % 2 == 0 else ("fanout", "plain"):
+                cases = ["plain", "fanout", "steps"]
+                for case in cases[rep % 3 :] + cases[: rep % 3]:
                     if "drain" not in parts:
                         break
                     rec = await self.drain(case, rep)

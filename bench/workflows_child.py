@@ -59,8 +59,8 @@ def make_app(dsn: str, starts: list[float] | None = None, fan_in_starts: list[fl
     return app
 
 
-def fan_out(app: Any, name: str, width: int) -> Any:
-    """``width`` no-op steps and one fan-in step after all of them."""
+def fan_out(app: Any, name: str, width: int, *, join: bool = True) -> Any:
+    """``width`` no-op steps and one fan-in step after all of them (none without ``join``)."""
     from akadze import Workflow
 
     wf = Workflow(name=name)
@@ -68,7 +68,8 @@ def fan_out(app: Any, name: str, width: int) -> Any:
     names = [f"s{i}" for i in range(width)]
     for i, step in enumerate(names):
         wf.add(step, noop.bind(i=i))
-    wf.add("join", fanin.bind(n=width), after=names)
+    if join:
+        wf.add("join", fanin.bind(n=width), after=names)
     return wf
 
 
@@ -115,8 +116,8 @@ async def setup(req: dict[str, Any]) -> dict[str, Any]:
 
 async def enqueue(req: dict[str, Any]) -> dict[str, Any]:
     """kind plain: ``jobs`` no-op jobs by enqueue_many (5,000 a call); fanout: one workflow of
-    ``jobs`` steps and a fan-in; waiting: ``jobs`` waiting steps in workflows of at most the
-    limit."""
+    ``jobs`` steps and a fan-in; steps: the same without the fan-in (no edges); waiting: ``jobs``
+    waiting steps in workflows of at most the limit."""
     app = make_app(req["dsn"])
     kind, jobs = req["kind"], req["jobs"]
     began = time.perf_counter()
@@ -126,8 +127,8 @@ async def enqueue(req: dict[str, Any]) -> dict[str, Any]:
             noop = app.get_task(TASK)
             for first in range(0, jobs, 5000):
                 await noop.enqueue_many([{"i": i} for i in range(first, min(first + 5000, jobs))])
-        elif kind == "fanout":
-            await fan_out(app, "fanout", jobs).enqueue()
+        elif kind in ("fanout", "steps"):
+            await fan_out(app, kind, jobs, join=kind == "fanout").enqueue()
             workflows = 1
         else:
             per = max_steps() - 1

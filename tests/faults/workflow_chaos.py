@@ -52,12 +52,19 @@ def fan_in_plan(name: str, parents: int, rng: random.Random, *, failing_parent: 
     return WorkflowPlan(name, "fan-in", steps, fan_in="join", requeue_share=1.0)
 
 
-def diamond_plan(name: str, rng: random.Random, *, width: int = 3, spawn: bool = False) -> WorkflowPlan:
+#: what the first diamonds are made to do (the rest draw it): every kind in every run
+FIRST_DRAWS = (0.1, 0.5, 0.6, 0.9)
+
+
+def diamond_plan(
+    name: str, rng: random.Random, *, width: int = 3, spawn: bool = False, draw: float | None = None
+) -> WorkflowPlan:
     """Five levels: ``root``; ``a0..``, each after root; ``b{i}`` after ``a{i}`` and
     ``a{i+1}``; ``c{i}`` after ``b{i}`` and ``b{i+1}`` (``c0`` runs whatever its parents' end);
     ``sink`` after every ``c``. Some steps retry or snooze once; what else happens to the
     workflow is drawn: nothing, one or two steps that fail once, a cancel of a random unfinished
-    step, or a cancel of the whole workflow; and, apart, a step of one attempt that runs about a
+    step, or a cancel of the whole workflow (``draw`` picks it: below 0.35, 0.55, 0.62, or
+    above); and, apart, a step of one attempt that runs about a
     second (a SIGKILL then fails it) and a step that expires 0.3-2 s after its enqueue. With
     ``spawn``, ``b1`` fans out a new workflow."""
     levels: list[list[tuple[str, tuple[str, ...]]]] = [[("root", ())]]
@@ -65,7 +72,7 @@ def diamond_plan(name: str, rng: random.Random, *, width: int = 3, spawn: bool =
     for prev, cur in (("a", "b"), ("b", "c")):
         levels.append([(f"{cur}{i}", (f"{prev}{i}", f"{prev}{(i + 1) % width}")) for i in range(width)])
     levels.append([("sink", tuple(f"c{i}" for i in range(width)))])
-    draw = rng.random()
+    draw = rng.random() if draw is None else draw
     plan = WorkflowPlan(name, "diamond", [])
     # a step of one attempt, long enough for a SIGKILL to meet it; a step that may expire first
     fragile = rng.choice(["a1", "b2", "c1"]) if rng.random() < 0.3 else None
@@ -248,7 +255,10 @@ async def workflow_chaos(
     await install(env.dsn, WF_DDL + WF_AUDIT)
     app, ledger = build(env.url, env.dsn)
     plans = [fan_in_plan(f"fan{i}", n, rng, failing_parent=i > 0) for i, n in enumerate(fan_ins)]
-    later = [diamond_plan(f"dia{i}", rng, spawn=i % 4 == 1) for i in range(diamonds)]
+    later = [
+        diamond_plan(f"dia{i}", rng, spawn=i % 4 == 1, draw=FIRST_DRAWS[i] if i < len(FIRST_DRAWS) else None)
+        for i in range(diamonds)
+    ]
     spec = WorkerSpec(env.url, env.dsn, slots=slots, lost_after=lost_after, queues=(QUEUE,), app=APP)
     fleet = Supervisor(spec, workers, env.folder / "logs", fault_dsn=env.dsn)
     fleet.seed(seed)
