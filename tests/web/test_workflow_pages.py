@@ -116,6 +116,17 @@ def waited(page: str) -> list[tuple[int, str]]:
     return [(int(n), name) for n, name in re.findall(r'<a href="/jobs/(\d+)">(\w+)</a>', waits)]
 
 
+async def test_a_workflow_whose_steps_were_pruned_says_so(
+    wf_app: Akadze, client: httpx.AsyncClient, database_url: str
+) -> None:
+    steps = await diamond(wf_app)
+    workflow_id = steps["charge"].workflow_id
+    await execute(database_url, f"DELETE FROM akadze_jobs WHERE workflow_id = {workflow_id}")
+    page = await client.get(f"/workflows/{workflow_id}")
+    assert page.status_code == 200
+    assert "No step left" in page.text and "<svg" not in page.text and "Cancel workflow" not in page.text
+
+
 async def test_a_missing_workflow_or_a_bad_id_is_a_404(client: httpx.AsyncClient) -> None:
     for raw in ("424242", "abc", str(2**70), "0"):
         page = await client.get(f"/workflows/{raw}")
