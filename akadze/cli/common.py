@@ -6,7 +6,6 @@ Exit codes: 0 success, 1 the operation did not apply, 2 bad usage or configurati
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import os
@@ -16,6 +15,13 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from akadze.cli.tables import (  # the groups import these from here, with the rest
+    Output as Output,
+    OutputOption as OutputOption,
+    print_json as print_json,
+    print_listing as print_listing,
+    print_table as print_table,
+)
 from akadze.errors import AkadzeError
 from akadze.events.logs import LogFormat
 
@@ -349,72 +355,3 @@ def job_id(text: str, what: str = "job") -> int:
 def when(value: Any) -> str:
     """A timestamp for a table cell, to the second in ISO 8601 with its offset; "-" for None."""
     return value.isoformat(timespec="seconds") if value is not None else "-"
-
-
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Columns aligned by rich, without borders: one line per row, no trailing spaces, never
-    wrapped or cut to the terminal's width (the output is read by scripts as often as by eyes)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0))
-    for name in header:
-        table.add_column(name, no_wrap=True, overflow="ignore")
-    for row in rows:
-        table.add_row(*row)
-    console = Console(width=10_000, color_system=None, highlight=False, markup=False, emoji=False)
-    with console.capture() as captured:
-        console.print(table)
-    for line in captured.get().splitlines():
-        if line.strip():
-            typer.echo(line.rstrip())
-
-
-# -- output formats ----------------------------------------------------------------------------
-
-
-class Output(enum.StrEnum):
-    """What a listing prints: an aligned table for people, or one JSON document for scripts."""
-
-    TABLE = "table"
-    JSON = "json"
-
-
-OutputOption = Annotated[
-    Output,
-    typer.Option(
-        "--output",
-        "-o",
-        help="table, or json: one JSON document on stdout (an array for lists), nothing else.",
-        case_sensitive=False,
-    ),
-]
-
-
-def print_json(value: Any) -> None:
-    """``value`` as one JSON document on stdout: datetimes ISO 8601, enums by value, structs by
-    field name (the shape of ``--output json``)."""
-    import msgspec
-
-    typer.echo(msgspec.json.encode(value).decode())
-
-
-def print_listing(
-    output: Output,
-    found: Sequence[T],
-    header: Sequence[str],
-    row: Callable[[T], Sequence[str]],
-    *,
-    document: Callable[[T], Any] | None = None,
-    empty: str | None = None,
-) -> None:
-    """A listing as ``--output`` asks: one JSON array (of ``document(item)``, or the items as
-    they are), else the table, one ``row(item)`` a line (``empty`` instead when nothing was found
-    and it is given; else the header alone)."""
-    if output is Output.JSON:
-        print_json([document(item) for item in found] if document is not None else found)
-        return
-    if not found and empty is not None:
-        typer.echo(empty)
-        return
-    print_table(header, [row(item) for item in found])
