@@ -1,6 +1,6 @@
 """Reads from a streaming replica (issue 30, point 3): with ``read_database_url``, job listings,
-``jobs show``/``explain``, ``queues list``, ``workers list``, the dashboard's pages and the
-metrics gauges read from the replica; actions and every other write go to the primary.
+``jobs show``/``explain``, ``workflows show``, ``queues list``, ``workers list``, the dashboard's
+pages and the metrics gauges read from the replica; actions and every other write go to the primary.
 
 A real standby (replication.Pair) makes it plain: a write sent to it fails ("cannot execute
 ... in a read-only transaction"), so none can hide; with its replay paused, a job committed on
@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from typer.testing import CliRunner
 
-from akadze import Akadze
+from akadze import Akadze, Workflow
 from akadze.cli import app as cli
 from akadze.db.errors import sqlstate
 from akadze.events.metrics import serve_worker_metrics
@@ -61,6 +61,10 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
     async def ok(n: int) -> int:
         return n
 
+    @app.task("rr.step", queue="rr-steps")  # no worker serves it: the steps stay queued
+    async def step(n: int) -> None:
+        return None
+
     @app.task("rr.fail", queue="rr", max_attempts=1)
     async def broken() -> None:
         raise RuntimeError("broken on purpose")
@@ -84,6 +88,8 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
 
         await execute(pair.standby.dsn(), "SELECT pg_wal_replay_pause()")
         fresh = await ok.using(delay=timedelta(hours=1)).enqueue(n=99)  # on the primary only
+        flow = await Workflow().add("a", step.bind(n=1)).add("b", step.bind(n=2), after=["a"]).enqueue()
+        flow_id = str(flow["a"].workflow_id)
         assert await app.get_job(fresh.id) is not None  # the app's own reads: the primary
 
         found = samples(await scrape(server.port))
@@ -103,7 +109,10 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
         code, out = await asyncio.to_thread(cli_run, "workers", "list", *urls, "--output", "json")
         assert code == 0 and worker.id in out, out
 
+        code, out = await asyncio.to_thread(cli_run, "workflows", "show", flow_id, *urls)
+        assert (code, out.strip()) == (1, f"workflow {flow_id} does not exist"), out
         async with client_for(create_app(app)) as web:
+            assert (await web.get(f"/workflows/{flow_id}")).status_code == 404
             listed = await web.get("/jobs")
             assert listed.status_code == 200
             assert f"/jobs/{done[0].id}" in listed.text and f"/jobs/{fresh.id}" not in listed.text
@@ -121,11 +130,17 @@ async def test_reads_go_to_the_replica_and_every_write_to_the_primary(pair: Pair
         # a write from the command line goes to the primary
         code, out = await asyncio.to_thread(cli_run, "queues", "pause", "rr", "--database-url", primary_url)
         assert code == 0, out
+        code, out = await asyncio.to_thread(
+            cli_run, "workflows", "cancel", flow_id, "--database-url", primary_url
+        )
+        assert code == 0, out
 
         await execute(pair.standby.dsn(), "SELECT pg_wal_replay_resume()")
         await pair.wait_replayed()
         code, out = await asyncio.to_thread(cli_run, "jobs", "show", str(fresh.id), *urls)
         assert code == 0 and "cancelled" in out, out
+        code, out = await asyncio.to_thread(cli_run, "workflows", "show", flow_id, *urls, "--output", "json")
+        assert code == 0 and '"counts":{"cancelled":2}' in out, out
         assert value(samples(await scrape(server.port)), "akadze_queue_paused", queue="rr") == 1
     finally:
         server.close()
