@@ -137,6 +137,8 @@ class Refusal {
 
 type Env = Record<string, TypeNode>;
 
+/** The type variables of a call's top-level parameters: none. */
+const NO_VARS: Env = Object.freeze({}) as Env;
 /** The values of an enum, built once per enum. */
 const enumValues = new WeakMap<object, (string | number)[]>();
 /** The wire names of a field list, built once per list. */
@@ -1219,7 +1221,12 @@ function uniqueKey(spec: TaskSpec, args: { [key: string]: Wire }): string {
 
 /** What `enqueue` takes: a pg.Pool, or a pg.Client or pg.PoolClient (the caller's transaction). */
 export interface Queryable {
-  query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResult>;
+  query(config: { name: string; text: string; values: unknown[]; types?: TextTypes }): Promise<QueryResult>;
+}
+
+/** pg's per-query type parsers (its CustomTypesConfig): here every column comes back as its text. */
+export interface TextTypes {
+  getTypeParser(oid: number, format?: string): (text: string) => unknown;
 }
 
 /** The options of one call: `delay` in milliseconds, or `runAt`; `priority` and `queue`
@@ -1253,11 +1260,13 @@ export class Task<A> {
     this.argsFp = spec.argsFp;
     this.names = new Set(spec.params.map((p) => p.name));
     this.required = spec.params.filter((p) => p.required).map((p) => p.name);
+    this.paths = spec.params.map((p) => `$.${p.name}`);
   }
 
-  /** the parameters' names, and the required ones */
+  /** the parameters' names, the required ones, and each parameter's path (`$.name`) */
   private readonly names: Set<string>;
   private readonly required: string[];
+  private readonly paths: string[];
 
   /** The JSON the worker reads for these arguments; InvalidArgsError (and no SQL) if they are not the task's. */
   encode(args: A): string {
@@ -1284,11 +1293,14 @@ export class Task<A> {
     if (tooDeep(given, 1)) throw new ArgsTooDeepError(spec.name, MAX_JSON_DEPTH);
     const walker = new Walker(this.types, settings.validate);
     const out: { [key: string]: Wire } = {};
+    const params = spec.params;
     try {
-      for (const p of spec.params) {
+      for (let i = 0; i < params.length; i++) {
+        const p = params[i] as ParamDef;
         const value = given[p.name];
         if (value === undefined) continue;
-        out[p.name] = settings.validate ? walker.walk(p.type, value, `$.${p.name}`, {}, 2) : walker.any(value, `$.${p.name}`, 2);
+        const path = this.paths[i] as string;
+        out[p.name] = settings.validate ? walker.walk(p.type, value, path, NO_VARS, 2) : walker.any(value, path, 2);
       }
     } catch (e) {
       if (e instanceof Refusal) throw new InvalidArgsError(spec.name, e.problem, e.path);
@@ -1300,6 +1312,11 @@ export class Task<A> {
 
   private payload(args: A): { text: string; wire: { [key: string]: Wire } } {
     const { value: wire, big } = this.wire(args);
+    return { text: this.text(wire, big), wire };
+  }
+
+  /** The JSON text of a wire value, refused if larger than the worker takes. */
+  private text(wire: Wire, big: boolean): string {
     // the native writer unless a bigint needs every digit written
     const text = big ? json(wire) : JSON.stringify(wire);
     // a UTF-16 unit takes at most 3 bytes in UTF-8: most payloads need no count
@@ -1307,36 +1324,45 @@ export class Task<A> {
       const size = Buffer.byteLength(text, "utf8");
       if (size > settings.maxArgsBytes) throw new ArgsTooLargeError(this.name, size, settings.maxArgsBytes);
     }
-    return { text, wire };
+    return text;
   }
 
   /** Insert one job; resolves to its id. With a pg.Client or pg.PoolClient after BEGIN, the job
    * commits or rolls back with the caller's transaction. */
   async enqueue(db: Queryable, args: A, options: EnqueueOptions = {}): Promise<JobRef> {
-    const jobs = await this.insert(db, [this.payload(args)], options);
-    return jobs[0] as JobRef;
+    const payload = this.payload(args);
+    const params = this.params(options);
+    if (this.spec.unique !== undefined) return (await this.insertUnique(db, [payload], params))[0] as JobRef;
+    const now = options.delay === undefined && options.runAt === undefined;
+    const result = await run(db, now ? STATEMENTS.enqueue_now : STATEMENTS.enqueue, { ...params, args: payload.text });
+    return { id: result.rows[0].id as string, duplicate: false };
   }
 
   /** Insert many jobs of this task in one statement; one invalid item rejects them all. */
   async enqueueMany(db: Queryable, items: readonly A[], options: EnqueueOptions = {}): Promise<JobRef[]> {
-    const payloads = items.map((item) => this.payload(item));
-    if (payloads.length === 0) return [];
-    return this.insert(db, payloads, options);
-  }
-
-  private async insert(db: Queryable, payloads: { text: string; wire: { [key: string]: Wire } }[], options: EnqueueOptions): Promise<JobRef[]> {
-    const params = this.params(options);
-    if (this.spec.unique !== undefined) return this.insertUnique(db, payloads, params);
-    if (payloads.length === 1) {
-      const now = options.delay === undefined && options.runAt === undefined;
-      const stmt = now ? STATEMENTS.enqueue_now : STATEMENTS.enqueue;
-      const result = await run(db, stmt, { ...params, args: (payloads[0] as { text: string }).text });
-      return [{ id: String(result.rows[0].id), duplicate: false }];
+    if (this.spec.unique !== undefined) {
+      const payloads = items.map((item) => this.payload(item));
+      if (payloads.length === 0) return [];
+      return this.insertUnique(db, payloads, this.params(options));
     }
-    const whole = `[${payloads.map((p) => p.text).join(",")}]`;
-    const result = await run(db, STATEMENTS.enqueue_batch, { ...params, args: whole });
-    const ids: unknown[] = result.rows[0].ids;
-    return ids.map((id) => ({ id: String(id), duplicate: false }));
+    const wires: Wire[] = new Array(items.length);
+    let big = false;
+    for (let i = 0; i < items.length; i++) {
+      const { value, big: needed } = this.wire(items[i] as A);
+      wires[i] = value;
+      big ||= needed;
+    }
+    if (wires.length === 0) return [];
+    // one native write of the whole array: no item can be over the size limit when the whole
+    // text is within a third of it (as payload counts); else each item is written and counted
+    let whole = big ? "" : JSON.stringify(wires);
+    if (big || whole.length * 3 > settings.maxArgsBytes) whole = `[${wires.map((w) => this.text(w, big)).join(",")}]`;
+    const result = await run(db, STATEMENTS.enqueue_batch, { ...this.params(options), args: whole });
+    // an int8[] as PostgreSQL writes it: {1,2,3} (integers are never quoted)
+    const ids = (result.rows[0].ids as string).slice(1, -1).split(",");
+    const jobs: JobRef[] = new Array(ids.length);
+    for (let i = 0; i < ids.length; i++) jobs[i] = { id: ids[i] as string, duplicate: false };
+    return jobs;
   }
 
   private async insertUnique(
@@ -1362,7 +1388,7 @@ export class Task<A> {
       });
       for (const row of result.rows) {
         const [key] = pending[Number(row.n) - 1] as [string, number];
-        found.set(key, { id: String(row.id), duplicate: Boolean(row.duplicate) });
+        found.set(key, { id: row.id as string, duplicate: row.duplicate === "t" });
       }
       pending = pending.filter(([key]) => !found.has(key));
     }
@@ -1402,12 +1428,19 @@ export class Task<A> {
   }
 }
 
-async function run(db: Queryable, stmt: Statement, values: Record<string, unknown>): Promise<QueryResult> {
+function run(db: Queryable, stmt: Statement, values: Record<string, unknown>): Promise<QueryResult> {
   // a named statement: pg prepares it once per connection (as asyncpg does for Python), so
   // PostgreSQL plans it once rather than at every call
   return db.query({
     name: `akadze_${stmt.name}_${stmt.hash}`,
     text: stmt.text,
     values: stmt.params.map((name) => (values[name] === undefined ? null : values[name])),
+    types: TEXT,
   });
 }
+
+/** Every column as PostgreSQL's text: an id keeps every digit whatever parsers the caller set
+ * with pg.types.setTypeParser, and the columns the client does not read (run_at, created_at)
+ * are not parsed into Dates at every call. */
+const asText = (text: string): string => text;
+const TEXT: TextTypes = { getTypeParser: () => asText };
