@@ -267,3 +267,58 @@ def manifest_of_app(app: Akadze) -> Any:
     from akadze_codegen.discover import build_manifest
 
     return build_manifest(app, "tests:app")
+
+
+async def test_ids_keep_every_digit_whatever_int8_parser_the_caller_set(
+    app: Akadze, database_url: str, packages: tuple[Path, Any]
+) -> None:
+    # the client reads every column as its text: a process that set pg's int8 parsers to
+    # Number (as many do) still gets ids past 2**53 with every digit, one by one, in a batch and
+    # through Unique
+    dist, _ = packages
+    await fetch(database_url, "SELECT setval(pg_get_serial_sequence('akadze_jobs', 'id'), 9007199254740992)")
+    good = _node_value("orders.place", CALLS[0][1])
+    harness = Harness(dist, libpq_url(database_url), env={"AKADZE_HARNESS_INT8_AS_NUMBER": "1"})
+    try:
+        one = harness.ask({"op": "enqueue", "task": "orders.place", "args": good})
+        many = harness.ask({"op": "enqueueMany", "task": "orders.place", "items": [good, good]})
+        unique = harness.ask({"op": "enqueue", "task": "orders.remind", "args": {"order_id": 3}})
+    finally:
+        harness.close()
+    ids = [r["id"] for r in await fetch(database_url, "SELECT id::text AS id FROM akadze_jobs ORDER BY id")]
+    assert ids[0] == str(2**53 + 1)
+    assert [job["id"] for job in one["jobs"] + many["jobs"] + unique["jobs"]] == ids
+
+
+async def test_a_batch_is_written_whole_or_item_by_item_with_the_same_refusals(
+    app: Akadze, database_url: str, packages: tuple[Path, Any]
+) -> None:
+    # a batch within a third of the size limit is written by one JSON.stringify; a larger one,
+    # or one holding a bigint, item by item (each item counted against the limit)
+    dist, _ = packages
+    good = _node_value("orders.place", CALLS[0][1])
+    big = {**good, "order_id": {"$bigint": str(2**60 + 1)}}
+    large = {**good, "note": "n" * (400 * 1024)}
+    too_large = {**good, "note": "n" * (1024 * 1024)}
+    harness = Harness(dist, libpq_url(database_url))
+    try:
+        refused = harness.ask({"op": "enqueueMany", "task": "orders.place", "items": [good, too_large]})
+        answers = [
+            harness.ask({"op": "enqueueMany", "task": "orders.place", "items": items})
+            for items in ([good, big], [large, large, good])
+        ]
+    finally:
+        harness.close()
+    assert not refused["ok"] and refused["name"] == "ArgsTooLargeError", refused
+    assert all(answer["ok"] for answer in answers), answers
+    rows = await fetch(
+        database_url,
+        "SELECT args->>'order_id' AS order_id, length(args->>'note') AS note FROM akadze_jobs ORDER BY id",
+    )
+    assert [(r["order_id"], r["note"]) for r in rows] == [
+        ("7", None),
+        (str(2**60 + 1), None),
+        ("7", 400 * 1024),
+        ("7", 400 * 1024),
+        ("7", None),
+    ]

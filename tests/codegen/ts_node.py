@@ -74,10 +74,12 @@ def build(folder: Path) -> Path:
 class Harness:
     """tests/codegen/ts/harness.js over one built package: one JSON request, one JSON answer."""
 
-    def __init__(self, dist: Path, database_url: str | None = None) -> None:
+    def __init__(
+        self, dist: Path, database_url: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         node = require_node()
         args = [node, str(HARNESS), str(dist)] + ([database_url] if database_url else [])
-        env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+        env = {**os.environ, "NODE_PATH": str(NODE_MODULES), **(env or {})}
         self.process = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )

@@ -85,7 +85,12 @@ function failure(e) {
 
 let pool = null;
 if (process.argv[3]) {
-  const { Pool } = require("pg");
+  const { Pool, types } = require("pg");
+  // what many applications do: int8 and int8[] read as JS numbers, process-wide
+  if (process.env.AKADZE_HARNESS_INT8_AS_NUMBER) {
+    types.setTypeParser(20, Number);
+    types.setTypeParser(1016, (text) => text.slice(1, -1).split(",").map(Number));
+  }
   pool = new Pool({ connectionString: process.argv[3], max: 2 });
 }
 
