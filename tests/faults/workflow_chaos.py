@@ -329,6 +329,10 @@ async def workflow_chaos(
         fig.require(False, f"workflow rule broken: {name} ({ids}; e.g. {verdict.notes[:3]})")
     fig.require(not operator.errors, f"the harness's requeues and cancels worked ({operator.errors[:3]})")
     fig.require(fleet.kills > 0, "at least one SIGKILL")
+    fig.require(
+        verdict.figures["runs whose dependency results were checked"] >= fig.succeeded,
+        "every run's dependency_results() recorded and checked",
+    )
     fans: list[dict[str, Any]] = verdict.figures["fan-ins"]
     fig.require(
         all(f["state"] == "succeeded" and f["releases"] == 1 and f["runs ended well"] == 1 for f in fans),
