@@ -13,7 +13,7 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from akadze import Akadze, JobState
+from akadze import Akadze, JobState, Workflow
 from akadze.testing import drain
 from akadze.web import create_app
 from tests.support import execute, fetch, fetchval, module_database
@@ -169,6 +169,7 @@ ACTIONS = [
     "/jobs/{id}/run-now",
     "/queues/mail/pause",
     "/jobs/bulk",
+    "/workflows/{workflow}/cancel",
 ]
 
 
@@ -183,11 +184,13 @@ async def _unchanged_after(
     """POSTs every action for a delayed queued job; returns the status codes and checks that
     nothing changed."""
     job = await app.get_task("mail.send").using(delay=timedelta(hours=1)).enqueue(to="a")
+    flow = await Workflow().add("step", app.get_task("mail.send").bind(to="b")).enqueue()
     before = await fetch(database_url, "SELECT id, state, run_at FROM akadze_jobs ORDER BY id")
     codes = []
     for path in ACTIONS:
         form = {"action": "cancel", "max_id": str(job.id), "count": "1", **(data or {})}
-        response = await client.post(path.format(id=job.id), data=form, headers=headers or {})
+        target = path.format(id=job.id, workflow=flow["step"].workflow_id)
+        response = await client.post(target, data=form, headers=headers or {})
         codes.append(response.status_code)
     assert await fetch(database_url, "SELECT id, state, run_at FROM akadze_jobs ORDER BY id") == before
     assert await fetch(database_url, "SELECT * FROM akadze_queue_pauses") == []
