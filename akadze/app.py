@@ -319,8 +319,7 @@ class Akadze:
             raise
 
     async def get_workflow(self, workflow_id: int) -> dict[str, Job]:
-        """The steps of workflow ``workflow_id`` by step name, as the database holds them now
-        (empty when there is no such workflow, or its steps were pruned)."""
+        """A workflow's steps by step name, as stored now ({} if none: unknown, or pruned)."""
         async with self._engine.connect() as conn:
             return await Queries.get_workflow(conn, workflow_id)
 

@@ -35,7 +35,7 @@ MAX_STEPS = 100_000
 MAX_EDGES = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Call:
     """A task with its arguments (checked and encoded) and its options, not yet enqueued: what
     ``task.bind(...)`` returns, on a registered task, on what ``using(...)`` returns, and on a
@@ -58,6 +58,10 @@ class Call:
     placement: Callable[[], tuple[Any, RawConnections | None]]
     #: the owner's on_enqueue hooks, called for each step in the insert's transaction
     hooks: tuple[EnqueueHook, ...] = ()
+
+    def __repr__(self) -> str:
+        # never the arguments: they may hold secrets, and reprs end up in logs
+        return f"<Call {self.task!r} queue={self.new.queue!r}>"
 
 
 @dataclass(frozen=True, slots=True)

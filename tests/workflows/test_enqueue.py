@@ -151,3 +151,10 @@ async def test_bad_arguments_are_refused_at_bind(app: Akadze) -> None:
         charge.bind(order_id="not a number")  # type: ignore[arg-type]
     with pytest.raises(WorkflowError, match="after_failure must be 'cancel' or 'run'"):
         Workflow().add("a", charge.bind(order_id=1), after_failure="ignore")  # type: ignore[arg-type]
+
+
+async def test_a_calls_repr_names_its_task_never_its_arguments(app: Akadze) -> None:
+    charge, _ = tasks(app)
+    call = charge.bind(order_id=987654321)
+    assert repr(call) == "<Call 'wf.charge' queue='default'>"
+    assert "987654321" not in repr(Workflow().add("a", call)._steps)
