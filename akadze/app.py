@@ -17,7 +17,7 @@ from typing_extensions import Unpack
 
 from akadze import flow
 from akadze.codec import DEFAULT_MAX_ARGS_BYTES, build_codec
-from akadze.codec.jsontypes import JSON_RESULTS, non_json
+from akadze.codec.jsontypes import warn_if_result_not_json
 from akadze.db.engines import DEFAULT_POOL_SIZE, create_engine, normalize_url, read_engine_for
 from akadze.db.errors import raise_if_unreachable
 from akadze.db.migrate import migrate as _migrate
@@ -249,16 +249,7 @@ class Akadze:
                 "and that thread no longer counts in slots. Give the task its own deadline.",
                 name,
             )
-        declared = non_json(task.result_type.annotation)
-        if declared is not None:
-            logger.warning(
-                "task %r is declared to return %s, which is not JSON: a result is stored only when it "
-                "is %s, so each run would end in ResultNotJson after its body ran, and be retried. "
-                "Return a JSON form (model.model_dump(mode='json'), moment.isoformat()).",
-                name,
-                declared,
-                JSON_RESULTS,
-            )
+        warn_if_result_not_json(logger, name, task.result_type.annotation)
         self.tasks[name] = task
         return task
 

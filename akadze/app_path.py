@@ -133,7 +133,7 @@ def _returns_akadze(fn: Any) -> bool:
 
 
 def _apps_hint(module: ModuleType) -> str:
-    """``; the module's app is mod:app`` when the module holds Akadze applications."""
+    """``; name the app instead: mod:app`` when the module holds Akadze applications."""
     names = sorted(name for name, value in vars(module).items() if isinstance(value, Akadze))
     if not names:
         return ""

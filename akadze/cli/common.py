@@ -240,7 +240,7 @@ def app_for(
     if not path:
         fail(2, f"error: name the app: akadze {command} module:attr (or --app, or AKADZE_APP)")
     if positional or option:
-        _named_database[:] = [path]
+        _named_database[:] = _as_given(positional, path)
     if not database_url:
         return load_app(path)
     from akadze.app import DATABASE_URL_ENV
@@ -262,8 +262,13 @@ def app_for(
             "not apply; --database-url is for an app built with Akadze() alone, which reads "
             "AKADZE_DATABASE_URL",
         )
-    _named_database[:] = [path, "--database-url", "<the same URL>"]
+    _named_database[:] = [*_as_given(positional, path), "--database-url", "<the same URL>"]
     return application
+
+
+def _as_given(positional: str | None, path: str) -> list[str]:
+    """The app as the command line named it: ``APP``, or ``--app APP``."""
+    return [path] if positional else ["--app", path]
 
 
 def database(
@@ -287,7 +292,7 @@ def database(
         return Akadze(database_url=database_url, read_database_url=read_database_url or None)
     named = choose_app_path(positional, option) if (positional or option) else None
     if named:
-        _named_database[:] = [named]
+        _named_database[:] = _as_given(positional, named)
         return _app_alone(named, read_database_url)
     url = os.environ.get("AKADZE_DATABASE_URL")
     if url:

@@ -4,12 +4,13 @@ to use instead), and return annotations whose values are not plain JSON.
 A result is stored only when it is plain JSON (akadze.codec.encode_result); any other value
 ends the run in ResultNotJson after the body ran, and the run is retried (the spec's outcome
 table). A return annotation says at registration what the runs would meet: :func:`non_json`
-reads it, without calling anything. Pure: no IO.
+reads it, without calling anything. No IO but the registration's warning (a logger it is given).
 """
 
 from __future__ import annotations
 
 import collections.abc
+import logging
 import math
 import re
 import types
@@ -61,6 +62,21 @@ def unsupported_argument(task_name: str, annotations: dict[str, Any], exc: Excep
         f"may be {SUPPORTED_ARGUMENTS}. Pass what identifies or describes the {held} instead (an "
         "id, a path, a model of its fields) and build it in the task (docs/tasks.md, Arguments)"
     )
+
+
+def warn_if_result_not_json(logger: logging.Logger, task_name: str, annotation: Any) -> None:
+    """Log a warning at registration when the task's return annotation allows values that are
+    not JSON (:func:`non_json`): each of its runs would end in ResultNotJson after its body ran."""
+    declared = non_json(annotation)
+    if declared is not None:
+        logger.warning(
+            "task %r is declared to return %s, which is not JSON: a result is stored only when it "
+            "is %s, so each run would end in ResultNotJson after its body ran, and be retried. "
+            "Return a JSON form (model.model_dump(mode='json'), moment.isoformat()).",
+            task_name,
+            declared,
+            JSON_RESULTS,
+        )
 
 
 def non_json(annotation: Any) -> str | None:

@@ -81,12 +81,17 @@ def test_the_migrate_hint_names_the_app_or_url_the_command_was_given(unmigrated:
         (
             ("worker", "--app", "tests.apps.bare:app", "--database-url", unmigrated, "--burst"),
             None,
-            "`akadze db migrate tests.apps.bare:app --database-url <the same URL>`",
+            "`akadze db migrate --app tests.apps.bare:app --database-url <the same URL>`",
         ),
         (
             ("jobs", "list", "--database-url", unmigrated),
             None,
             "`akadze db migrate --database-url <the same URL>`",
+        ),
+        (
+            ("jobs", "list", "--app", "tests.apps.bare:app"),
+            unmigrated,
+            "`akadze db migrate --app tests.apps.bare:app`",
         ),
         (("jobs", "list"), unmigrated, "`akadze db migrate`"),
     ]
