@@ -145,6 +145,8 @@ class Bench:
             )
             rec["enqueue_s"] = res["seconds"]
             await conn.execute("ANALYZE akadze_jobs")
+            await conn.execute("SET jit = off")  # as the worker's claim connection
+            rec["complete"] = await self.explain_complete(conn)
             expect = jobs + (1 if case == "fanout" else 0)
             res = await self.child(
                 {"cmd": "worker", "dsn": dsn, "slots": self.args.slots, "expect": expect},
@@ -256,17 +258,52 @@ class Bench:
         rec["problems"] = [] if ok else ["not drained, or waiting steps moved"]
         return rec
 
-    async def explain_claim(self, conn: asyncpg.Connection) -> dict[str, Any]:
-        claim = self.info["claim"]
+    def claim_params(self, *, batch: str = "[]", limit: int | None = None) -> list[Any]:
+        """claim_completing's parameters: a claim of ``limit`` (the slots) from the default
+        queue with the outcomes ``batch``; with ``limit=0`` the outcomes alone."""
         values = {
-            "queues": ["default"],
-            "limit": self.args.slots,
-            "worker_id": str(uuid.uuid4()),
+            "queues": ["default"] if limit != 0 else [],
+            "limit": self.args.slots if limit is None else limit,
+            "worker_id": str(uuid.uuid4()) if limit != 0 else None,
             "many_queues": 8,
-            "batch": "[]",
+            "batch": batch,
             "max_errors": 20,
         }
-        params = [values[p] for p in claim["params"]]
+        return [values[p] for p in self.info["claim"]["params"]]
+
+    async def explain_complete(self, conn: asyncpg.Connection) -> dict[str, Any]:
+        """The outcomes of a claimed batch (every job succeeded) written by claim_completing
+        under EXPLAIN (ANALYZE, BUFFERS), claim and all rolled back: what the worker's statement
+        costs per batch, plain jobs against workflow steps."""
+        sql = self.info["claim"]["sql"]
+        runs = []
+        for _ in range(5):
+            tx = conn.transaction()
+            await tx.start()
+            try:
+                claimed = await conn.fetch(sql, *self.claim_params())
+                batch = [
+                    {
+                        "id": r["id"],
+                        "run": r["run"],
+                        "state": "succeeded",
+                        "attempt": r["attempt"],
+                        "delay_s": 0.0,
+                        "result": None,
+                        "error": None,
+                        "cancellable": True,
+                    }
+                    for r in claimed
+                    if r["id"] is not None
+                ]
+                runs.append(await explain(conn, sql, self.claim_params(batch=json.dumps(batch), limit=0)))
+            finally:
+                await tx.rollback()
+        return summarise_explains(runs)
+
+    async def explain_claim(self, conn: asyncpg.Connection) -> dict[str, Any]:
+        claim = self.info["claim"]
+        params = self.claim_params()
         runs = []
         for _ in range(5):
             tx = conn.transaction()

@@ -69,6 +69,10 @@ def _drains(data: dict[str, Any], opts: dict[str, Any]) -> list[str]:
         "| steps without edges jobs/s | ÷ plain |",
         "|---|---|---|---|---|---|---|",
     ]
+    completes: dict[str, list[dict[str, Any]]] = {}
+    for rec in data["drains"]:
+        if "complete" in rec:
+            completes.setdefault(rec["case"], []).append(rec["complete"])
     ratios = []
     steps = {rec["rep"]: rec for rec in data["drains"] if rec["case"] == "steps"}
     for plain, fan in pairs:
@@ -84,6 +88,21 @@ def _drains(data: dict[str, Any], opts: dict[str, Any]) -> list[str]:
     if ratios:
         verdict = "met" if statistics.median(ratios) >= 0.8 else "NOT met"
         out += ["", f"Median ratio **{statistics.median(ratios):.2f}** (target 0.8 or more: {verdict})."]
+    if completes:
+        names = {"plain": "plain jobs", "fanout": "fan-out steps", "steps": "steps without edges"}
+        out += [
+            "",
+            f"The worker's statement writing the outcomes of one claimed batch of {opts['slots']} (all "
+            "succeeded) under EXPLAIN (ANALYZE, BUFFERS), claim and all rolled back, before each drain; "
+            "median over the repeats of each repeat's median of 5 calls:",
+            "",
+            "| jobs of the batch | buffers | execution ms |",
+            "|---|---|---|",
+        ]
+        for case, recs in completes.items():
+            buffers = statistics.median(r["buffers"] for r in recs)
+            ms = statistics.median(r["execution_ms"] for r in recs)
+            out.append(f"| {names.get(case, case)} | {buffers:.0f} | {ms:.2f} |")
     problems = [p for rec in data["drains"] for p in rec["problems"]]
     if problems:
         out += ["", f"Problems: {problems}"]
