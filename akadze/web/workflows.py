@@ -113,16 +113,13 @@ async def cancel(request: Request) -> Response:
     app = settings(request).app
     found: WorkflowView | None = None
     changed = 0
-    try:
-        async with app.engine.begin() as conn:
-            found = await Queries.workflow_steps(conn, workflow_id)
-            if found is not None:
-                changed = await cancel_workflow(conn, workflow_id, app=app)
-            if changed > count:
-                # a requeue reopened steps since the count: roll back (hooks and events too)
-                raise _MoreThanConfirmed
-    except _MoreThanConfirmed:
-        pass
+    async with app.engine.connect() as conn, conn.begin() as transaction:
+        found = await Queries.workflow_steps(conn, workflow_id)
+        if found is not None:
+            changed = await cancel_workflow(conn, workflow_id, app=app)
+        if changed > count:
+            # a requeue reopened steps since the count: roll back (hooks and events too)
+            await transaction.rollback()
     name = found.name if found is not None else None
     taken = changed if changed <= count else 0
     logger.info(
@@ -145,7 +142,3 @@ async def cancel(request: Request) -> Response:
         message = f"workflow {workflow_id} has no unfinished step: nothing to cancel"
         return render(request, "message.html", status_code=409, title="Nothing changed", message=message)
     return redirect(request, f"/workflows/{workflow_id}?done=workflow-cancel&n={changed}")
-
-
-class _MoreThanConfirmed(Exception):
-    """The cancel took more steps than the operator confirmed: its transaction rolls back."""
