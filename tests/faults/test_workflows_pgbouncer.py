@@ -5,26 +5,27 @@ a worker's claim cycle (its pooled functions), requeue, cancel_workflow and depe
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from akadze import Akadze, Fail, JobState, Workflow, cancel_workflow, current, requeue
 from akadze.testing import drain
-from tests.faults import pgbouncer
+
+from . import pgbouncer
+from .scenarios import Env
 
 pytestmark = pytest.mark.skipif(not pgbouncer.available(), reason="pgbouncer is not installed")
 
 
 @pytest.fixture
-async def pooled_app(database_url: str, tmp_path: Path) -> AsyncIterator[Akadze]:
-    parts = urlsplit(database_url)
-    bouncer = pgbouncer.PgBouncer(tmp_path / "pgbouncer", parts.hostname or "127.0.0.1", parts.port or 5432)
+async def pooled_app(fault_env: Env) -> AsyncIterator[Akadze]:
+    """An app on the scenario's own server (TCP on loopback, as PgBouncer needs: the test
+    database may be a socket-only embedded server) through PgBouncer in transaction mode."""
+    assert fault_env.server is not None
+    bouncer = pgbouncer.PgBouncer(fault_env.folder / "pgbouncer", "127.0.0.1", fault_env.server.port)
     port = await bouncer.start()
-    netloc = f"{parts.username}@127.0.0.1:{port}" if parts.username else f"127.0.0.1:{port}"
-    app = Akadze(database_url=urlunsplit(parts._replace(netloc=netloc)))
+    app = Akadze(database_url=fault_env.url_via(port))
     try:
         yield app
     finally:
