@@ -14,7 +14,18 @@ import inspect
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeAlias, TypedDict, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    overload,
+)
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
@@ -263,20 +274,33 @@ class Task(Enqueuer, Generic[P, R]):
     def _new_jobs(self) -> NewJobs:
         new = self._new
         if new is None:
-            options = self.options
-            new = self._new = self._options.new_jobs(
-                self.name,
-                queue=options.queue,
-                priority=options.priority,
-                max_attempts=options.max_attempts,
-                args_fp=self.args_fp,
-                unique=options.unique,
-            )
+            new = self._new = self._options.new_jobs(self.name, self.options, self.args_fp)
         return new
 
 
 def _placement(app: Akadze) -> tuple[AsyncEngine, RawConnections]:
     return app.engine, app.raw_connections
+
+
+class JobDefaults(Protocol):
+    """A task's own placement of its jobs, which ``using(...)`` may override: a worker-side
+    task's :class:`TaskOptions`, or a generated client's task itself."""
+
+    @property
+    def queue(self) -> str:
+        """The queue the jobs go to."""
+
+    @property
+    def priority(self) -> int:
+        """The jobs' priority."""
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs a job may take."""
+
+    @property
+    def unique(self) -> Unique | None:
+        """One job per key, or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,26 +349,18 @@ class EnqueueOptions:
         if self.queue is not None:
             check_name("queue", self.queue)
 
-    def new_jobs(
-        self,
-        task: str,
-        *,
-        queue: str,
-        priority: int,
-        max_attempts: int,
-        args_fp: str | None,
-        unique: Unique | None = None,
-    ) -> NewJobs:
+    def new_jobs(self, task: str, defaults: JobDefaults, args_fp: str | None) -> NewJobs:
         """The fixed part of the rows these options write for ``task``: the queue and priority given
-        here win over the task's own, and delay or run_at say when the jobs become ready."""
+        here win over the task's own ``defaults``, and delay or run_at say when the jobs become
+        ready."""
         return NewJobs(
             task=task,
-            queue=self.queue or queue,
-            priority=self.priority if self.priority is not None else priority,
-            max_attempts=max_attempts,
+            queue=self.queue or defaults.queue,
+            priority=self.priority if self.priority is not None else defaults.priority,
+            max_attempts=defaults.max_attempts,
             args_fp=args_fp,
             run_at=self.run_at,
             delay_s=self.delay.total_seconds() if self.delay is not None else 0.0,
             expires_at=self.expires_at,
-            unique=unique,
+            unique=defaults.unique,
         )

@@ -299,14 +299,7 @@ class RemoteTask(Enqueuer, Generic[A, R]):
         checked as ``enqueue`` checks them; enqueued on the configured database (or the
         workflow's ``enqueue(session=...)``)."""
         payload = self._encode(arguments)
-        new: NewJobs = self._options.new_jobs(
-            self.name,
-            queue=self.queue,
-            priority=self.priority,
-            max_attempts=self.max_attempts,
-            args_fp=self.args_fp,
-            unique=self.unique,
-        )
+        new: NewJobs = self._options.new_jobs(self.name, self, self.args_fp)
         return Call(self.name, new, payload, _database, lambda: (_database.resolve(), None))
 
     async def _enqueue(self, arguments: Mapping[str, Any], /) -> Job:
@@ -334,14 +327,7 @@ class RemoteTask(Enqueuer, Generic[A, R]):
                     f"akadze.client.configure(engine=...), or set {DATABASE_URL_ENV}"
                 )
             options = replace(options, engine=engine)
-        new: NewJobs = options.new_jobs(
-            self.name,
-            queue=self.queue,
-            priority=self.priority,
-            max_attempts=self.max_attempts,
-            args_fp=self.args_fp,
-            unique=self.unique,
-        )
+        new: NewJobs = options.new_jobs(self.name, self, self.args_fp)
         return await insert_jobs(options, new, payloads)
 
 

@@ -134,6 +134,17 @@ def disable() -> None:
 # -- producer: one span per enqueue call ---------------------------------------------------------
 
 
+def _attributes(operation: str, task: str, queue: str) -> dict[str, Any]:
+    """The attributes a span of ``operation`` (send, process) on a job of ``task`` starts with."""
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": operation,
+        "messaging.destination.name": queue,
+        "akadze.task": task,
+        "akadze.queue": queue,
+    }
+
+
 class _Producer:
     """A producer span around one insert (one job, or a batch); its context goes on the rows."""
 
@@ -141,13 +152,7 @@ class _Producer:
 
     def __init__(self, new: NewJobs, count: int) -> None:
         trace = _state.trace
-        attributes: dict[str, Any] = {
-            "messaging.system": SYSTEM,
-            "messaging.operation.type": "send",
-            "messaging.destination.name": new.queue,
-            "akadze.task": new.task,
-            "akadze.queue": new.queue,
-        }
+        attributes = _attributes("send", new.task, new.queue)
         if count != 1:
             attributes["messaging.batch.message_count"] = count
         self.span = span = _state.tracer.start_span(
@@ -190,7 +195,7 @@ def start_run(job: Job) -> Any:
         # the producer's trace was not sampled: nor is the run (as the SDK's default
         # sampler, ParentBased, decides); its context is current for propagation only
         return _state.context.attach(parent)
-    span = _state.run_span(job.task, job.queue, job.id, job.attempt, parent, time.time_ns())
+    span = _state.run_span(job, parent, time.time_ns())
     opened = _state.open
     if len(opened) >= MAX_OPEN:
         # outcomes that never came back (fenced out, events dropped): end the oldest
@@ -215,13 +220,11 @@ def _run_span_class(api_span: type, making: Any) -> Any:
         """A run's consumer span that makes the SDK's span when first needed: every method of
         the API's Span hands over to it. Thread-safe: made once, under a lock."""
 
-        __slots__ = ("attempt", "job_id", "parent", "queue", "span", "start", "task")
+        __slots__ = ("job", "parent", "span", "start")
 
-        def __init__(self, task: str, queue: str, job_id: int, attempt: int, parent: Any, start: int) -> None:
-            self.task = task
-            self.queue = queue
-            self.job_id = job_id
-            self.attempt = attempt
+        def __init__(self, job: Job, parent: Any, start: int) -> None:
+            #: the run's job as claimed (its task, queue, id and attempt name the span)
+            self.job = job
             #: the parent Context read from the job's stored trace context at the run's start
             self.parent = parent
             self.start = start
@@ -241,21 +244,16 @@ def _run_span_class(api_span: type, making: Any) -> Any:
             with _made:
                 if self.span is None:
                     self.span = making
-                    attributes: dict[str, Any] = {
-                        "messaging.system": SYSTEM,
-                        "messaging.operation.type": "process",
-                        "messaging.destination.name": self.queue,
-                        "akadze.job.id": self.job_id,
-                        "akadze.task": self.task,
-                        "akadze.queue": self.queue,
-                        "akadze.attempt": self.attempt,
-                    }
+                    job = self.job
+                    attributes = _attributes("process", job.task, job.queue)
+                    attributes["akadze.job.id"] = job.id
+                    attributes["akadze.attempt"] = job.attempt
                     if more:
                         attributes.update(more)
                         more = None
                     try:
                         self.span = _state.tracer.start_span(
-                            f"process {self.task}",
+                            f"process {job.task}",
                             context=self.parent,
                             kind=_state.trace.SpanKind.CONSUMER,
                             attributes=attributes,
@@ -348,7 +346,7 @@ def _end_runs(event: Event) -> None:
         return
     outcome = event.outcome
     ended: dict[str, Any] = {"akadze.outcome": outcome.value if outcome is not None else "unknown"}
-    if event.attempt != opened.attempt:  # a run stopped by a shutdown gives its attempt back
+    if event.attempt != opened.job.attempt:  # a run stopped by a shutdown gives its attempt back
         ended["akadze.attempt"] = event.attempt
     if event.error_type is not None:
         ended["error.type"] = event.error_type

@@ -116,24 +116,15 @@ class Publisher:
             self._later(functools.partial(self._settled, steps, time.time()))
 
     def _settled(self, steps: Sequence[Completed], at: float) -> None:
+        event = self._event_at(at)
         released: list[Event] = []
         cancelled: list[Event] = []
         for step in steps:
             if step.state is JobState.QUEUED:
-                released.append(
-                    event_of(Kind.RELEASED, step, JobState.QUEUED, worker_id=self.worker_id, at=at)
-                )
+                released.append(event(Kind.RELEASED, step, JobState.QUEUED))
             else:
-                cancelled.append(
-                    event_of(
-                        Kind.CANCELLED,
-                        step,
-                        JobState.QUEUED,
-                        worker_id=self.worker_id,
-                        error_type=ErrorType.DEPENDENCY_FAILED,
-                        at=at,
-                    )
-                )
+                failed = ErrorType.DEPENDENCY_FAILED
+                cancelled.append(event(Kind.CANCELLED, step, JobState.QUEUED, error_type=failed))
         if released and self.events.wants(Kind.RELEASED):
             self.events.publish_all(Kind.RELEASED, released)
         if cancelled and self.events.wants(Kind.CANCELLED):
@@ -145,24 +136,13 @@ class Publisher:
             self._later(functools.partial(self._committed, job, timing, time.monotonic(), time.time()))
 
     def _claimed(self, jobs: Sequence[Job], at: float) -> None:
-        events = self.events
+        events, event = self.events, self._event_at(at)
         claims: list[Event] | None = [] if events.wants(Kind.CLAIMED) else None
         for job in jobs:
             if job.state is not JobState.RUNNING:
-                events.publish(
-                    event_of(Kind.CANCELLED, job, JobState.QUEUED, worker_id=self.worker_id, at=at)
-                )
+                events.publish(event(Kind.CANCELLED, job, JobState.QUEUED))
             elif claims is not None:  # only the wait histogram takes them
-                claims.append(
-                    event_of(
-                        Kind.CLAIMED,
-                        job,
-                        JobState.QUEUED,
-                        worker_id=self.worker_id,
-                        wait_s=wait_of(job),
-                        at=at,
-                    )
-                )
+                claims.append(event(Kind.CLAIMED, job, JobState.QUEUED, wait_s=wait_of(job)))
         events.publish_all(Kind.CLAIMED, claims or ())
 
     def _ended(
@@ -191,18 +171,20 @@ class Publisher:
 
     def _committed(self, job: Job, timing: Timing | None, now: float, at: float) -> None:
         committed = msgspec.structs.replace(job, state=JobState.SUCCEEDED)
-        self.events.publish(
-            event_of(
-                Kind.COMMITTED,
-                committed,
-                JobState.RUNNING,
-                worker_id=self.worker_id,
-                outcome=Verdict.SUCCEEDED,
-                duration_s=now - timing[0] if timing is not None else None,
-                wait_s=wait_of(timing[1]) if timing is not None else None,
-                at=at,
-            )
+        took, waited = (None, None) if timing is None else (now - timing[0], wait_of(timing[1]))
+        event = self._event_at(at)(
+            Kind.COMMITTED,
+            committed,
+            JobState.RUNNING,
+            outcome=Verdict.SUCCEEDED,
+            duration_s=took,
+            wait_s=waited,
         )
+        self.events.publish(event)
+
+    def _event_at(self, at: float) -> functools.partial[Event]:
+        """event_of for this worker's events committed at ``at``."""
+        return functools.partial(event_of, worker_id=self.worker_id, at=at)
 
 
 def end_event(
