@@ -270,7 +270,9 @@ async def test_the_trends_chart_what_the_workers_rolled_up(
     # the week, in the zone chosen: slots start on Tokyo's hours
     await tab.click("a:has-text('Last week')")
     await tab.wait_for_url("**range=week*")
-    await tab.select_option("#tz-choice", "Asia/Tokyo")
+    # the URL is the same before and after the choice: wait for the navigation it makes
+    async with tab.expect_navigation():
+        await tab.select_option("#tz-choice", "Asia/Tokyo")
     await tab.wait_for_url("**range=week*")
     first = await tab.locator("#trend-table tbody td.time").first.text_content() or ""
     hour_after_mark = mark.replace(minute=0, second=0, microsecond=0) + timedelta(
