@@ -205,8 +205,9 @@ def _uncommented(raw: str) -> str:
 
 def parse(name: str, raw: str) -> Statement:
     """``raw``, a file's text, as a Statement: comment lines dropped, ``{fragment}`` names of
-    FRAGMENTS or of db/sql/fragments expanded (other braces are left alone), each ``:param`` numbered in order of first
-    use for asyncpg (a ``::`` cast is not a parameter). Pure; it does not check the SQL."""
+    FRAGMENTS or of db/sql/fragments expanded (other braces are left alone), each ``:param``
+    numbered in order of first use for asyncpg (a ``::`` cast is not a parameter). Pure; it
+    does not check the SQL."""
     body = _uncommented(raw)
     body = _fragment_pattern().sub(lambda match: _fragment(match[1]), body.strip())
     order: list[str] = []
