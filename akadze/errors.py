@@ -240,7 +240,9 @@ class DependencyFailed(JobCancelledError):
 
 class WorkflowError(AkadzeError, ValueError):
     """A workflow that cannot be enqueued (an unknown step name, a cycle, a duplicate step, a
-    step of another app's task, too many steps): raised before anything is inserted."""
+    step of another app's task, too many steps): raised before anything is inserted; or a
+    requeue of a step in a transaction that cannot take back the steps after it safely (not
+    READ COMMITTED): raised before they are changed."""
 
     step: str | None
     message: str

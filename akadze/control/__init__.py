@@ -89,16 +89,28 @@ async def _requeued(conn: AsyncConnection, job_id: int) -> tuple[Job, JobState] 
     committed while the statement ran is invisible to its snapshot, so the UPDATE fails on the
     unique index instead of naming the holder: the savepoint rolls back (the caller's
     transaction stays usable) and the statement runs again, which now sees the holder and
-    raises UniqueConflictError (or requeues, if the holder left its blocking states since)."""
+    raises UniqueConflictError (or requeues, if the holder left its blocking states since).
+    A workflow step's requeue refused (WorkflowError) rolls its savepoint back too."""
     for _ in range(_REQUEUE_ROUNDS - 1):
         try:
             async with conn.begin_nested():
-                return await Queries.requeue(conn, job_id)
+                return await _requeue_once(conn, job_id)
         except IntegrityError as exc:
             if not violates(exc, "akadze_jobs_unique_idx"):
                 raise
     async with conn.begin_nested():
-        return await Queries.requeue(conn, job_id)
+        return await _requeue_once(conn, job_id)
+
+
+async def _requeue_once(conn: AsyncConnection, job_id: int) -> tuple[Job, JobState] | None:
+    """requeue.sql; a workflow step only in a READ COMMITTED transaction (else WorkflowError,
+    and the savepoint takes the requeue back: akadze.control.steps.read_committed)."""
+    changed = await Queries.requeue(conn, job_id)
+    if changed is not None and changed[0].workflow_id is not None:
+        from akadze.control.steps import read_committed
+
+        await read_committed(conn, changed[0])
+    return changed
 
 
 async def _transition(app: Akadze, conn: AsyncConnection, job: Job, from_state: JobState, kind: Kind) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.db.queries import Queries
+from akadze.errors import WorkflowError
 from akadze.job import Job, JobState
 from akadze.outcomes import ErrorType
 
@@ -80,8 +81,9 @@ def reparked(root: int, dependents: Mapping[int, Dependent]) -> tuple[dict[int, 
     return waits, added
 
 
-def dependents_of(rows: Iterable[Mapping[str, Any]]) -> dict[int, Dependent]:
-    """step_dependents.sql's rows (one per edge) as one Dependent per step."""
+def dependents_of(rows: Iterable[Mapping[str, Any]], parents: Mapping[int, str]) -> dict[int, Dependent]:
+    """step_dependents.sql's rows (one per edge) as one Dependent per step, with each parent's
+    state from ``parents`` (step_parents.sql)."""
     found: dict[int, Dependent] = {}
     for row in rows:
         step = found.get(row["id"])
@@ -89,14 +91,36 @@ def dependents_of(rows: Iterable[Mapping[str, Any]]) -> dict[int, Dependent]:
             step = found[row["id"]] = Dependent(
                 row["state"], row["parked"], row["after_failure"], row["last_error"]
             )
-        step.parents[row["parent_id"]] = row["parent_state"]
+        step.parents[row["parent_id"]] = parents[row["parent_id"]]
     return found
+
+
+async def read_committed(conn: AsyncConnection, step: Job) -> None:
+    """Raise WorkflowError unless ``conn``'s transaction is READ COMMITTED: the requeue of
+    ``step`` reads the states of the parents of the steps after it once those steps are locked
+    (step_parents.sql), which a snapshot taken before the locks cannot do."""
+    isolation = (await conn.exec_driver_sql("SHOW transaction_isolation")).scalar_one()
+    if isolation != "read committed":
+        raise WorkflowError(
+            step=step.step,
+            message=(
+                f"requeue of workflow step {step.id} needs a READ COMMITTED transaction (this one"
+                f" is {str(isolation).upper()}): the states of the parents of the steps after it"
+                " must be read as they are once those steps are locked, which a snapshot older"
+                " than the locks cannot do"
+            ),
+        )
 
 
 async def repark_dependents(conn: AsyncConnection, step: Job) -> list[tuple[Job, JobState]]:
     """After ``step`` was requeued in ``conn``'s transaction: take back the steps after it
-    (the module's docstring says which). Returns the steps taken back, with their state before."""
-    dependents = dependents_of(await Queries.step_dependents(conn, step.id))
+    (the module's docstring says which). Returns the steps taken back, with their state before.
+    ``conn``'s transaction is READ COMMITTED (read_committed checked it)."""
+    rows = await Queries.step_dependents(conn, step.id)
+    # the parents' states in a statement of their own, after the locks: a parent that ended
+    # while this waited for one is read as it ended (step_parents.sql)
+    parents = await Queries.step_parents(conn, {row["parent_id"] for row in rows})
+    dependents = dependents_of(rows, parents)
     waits, added = reparked(step.id, dependents)
     if not waits and not added:
         return []

@@ -3,14 +3,17 @@ the decision is pure (akadze.control.steps.reparked), the two statements do the 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import asyncpg
 import pytest
 
 from akadze import Akadze, JobState, Workflow, requeue
 from akadze.control.steps import Dependent, reparked
+from akadze.errors import WorkflowError
 from akadze.testing import drain
-from tests.support import fetch, module_database
+from tests.support import execute, fetch, module_database, plain
 
 
 @pytest.fixture
@@ -130,3 +133,90 @@ def test_reparked_walks_the_rule_without_a_database() -> None:
         8: Dependent("cancelled", None, "cancel", None, {1: "queued"}),
     }
     assert reparked(1, steps) == ({2: 1, 3: 1}, {5: 1})
+
+
+async def test_a_requeue_counts_a_parent_that_ended_while_it_waited_for_the_steps_lock(
+    app: Akadze, database_url: str
+) -> None:
+    """A parent ``q`` ends (its write also locks the fan-in ``j``, as the settle step does) while
+    a requeue of the other parent ``f`` waits for ``j``'s lock: the requeue must read ``q`` as it
+    ended, not as its statement's snapshot had it (still queued), or ``j`` waits for a parent
+    that will never end again and stays parked for ever."""
+    step, failing, ran = flaky(app)
+    wf = Workflow()
+    wf.add("f", step.bind(name="f"))
+    wf.add("q", step.bind(name="q"))
+    wf.add("j", step.bind(name="j"), after=["f", "q"])
+    jobs = await wf.enqueue()
+    await execute(
+        database_url, f"UPDATE akadze_jobs SET run_at = now() + interval '1 hour' WHERE id = {jobs['q'].id}"
+    )
+    failing.add("f")
+    await drain(app)
+    assert await waits(database_url, jobs) == {
+        "f": ("failed", None, 0),
+        "q": ("queued", None, 0),
+        "j": ("cancelled", "deps", 2),
+    }
+
+    failing.clear()
+    ending = await asyncpg.connect(plain(database_url))
+    try:
+        # q's end, as a worker's write would make it: q succeeded and the fan-in's row locked
+        tx = ending.transaction()
+        await tx.start()
+        await ending.execute(
+            "UPDATE akadze_jobs SET state = 'succeeded', finished_at = now() WHERE id = $1", jobs["q"].id
+        )
+        await ending.execute("SELECT 1 FROM akadze_jobs WHERE id = $1 FOR UPDATE", jobs["j"].id)
+
+        async def requeue_f() -> None:
+            async with app.engine.begin() as conn:
+                assert await requeue(conn, jobs["f"].id) is not None
+
+        requeuing = asyncio.create_task(requeue_f())
+        for _ in range(200):  # until the requeue waits for j's lock
+            if await ending.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid', 'tuple')"
+            ):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the requeue never waited for the fan-in's lock")
+        await tx.commit()
+        await asyncio.wait_for(requeuing, 10)
+    finally:
+        await ending.close()
+
+    assert (await waits(database_url, jobs))["j"] == ("queued", "deps", 1)
+    await drain(app)
+    assert ran == ["f", "f", "j"]
+    assert await states(app, jobs) == dict.fromkeys(jobs, JobState.SUCCEEDED)
+
+
+async def test_a_requeue_of_a_step_outside_read_committed_is_refused(app: Akadze, database_url: str) -> None:
+    """Under REPEATABLE READ the parents' states cannot be read as they are now (a parent that
+    ended after the transaction's snapshot reads as running, and the fan-in after it would wait
+    for it for ever): the requeue of a step is refused with a clear error, nothing changed."""
+    step, failing, _ = flaky(app)
+    wf = Workflow()
+    wf.add("f", step.bind(name="f"))
+    wf.add("q", step.bind(name="q"))
+    wf.add("j", step.bind(name="j"), after=["f", "q"])
+    jobs = await wf.enqueue()
+    await execute(
+        database_url, f"UPDATE akadze_jobs SET run_at = now() + interval '1 hour' WHERE id = {jobs['q'].id}"
+    )
+    failing.add("f")
+    await drain(app)
+
+    async with app.engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            with pytest.raises(WorkflowError, match="needs a READ COMMITTED transaction"):
+                await requeue(conn, jobs["f"].id)
+    assert await waits(database_url, jobs) == {
+        "f": ("failed", None, 0),
+        "q": ("queued", None, 0),
+        "j": ("cancelled", "deps", 2),
+    }

@@ -89,6 +89,13 @@ class WorkflowQueries:
         return await fetch(conn, statement("step_dependents"), {"id": step_id})
 
     @staticmethod
+    async def step_parents(conn: Connection, ids: Collection[int]) -> dict[int, str]:
+        """The state of each of the steps ``ids`` (the parents of the steps a requeue takes
+        back), read after step_dependents' locks are held."""
+        rows = await fetch(conn, statement("step_parents"), {"ids": sorted(ids)})
+        return {row["id"]: row["state"] for row in rows}
+
+    @staticmethod
     async def repark_steps(
         conn: Connection, counts: Mapping[int, int], added: Collection[int]
     ) -> list[tuple[Job, bool]]:

@@ -1,8 +1,9 @@
 -- step_dependents: what a requeue of workflow step :id needs to re-park the steps after it
 -- (akadze/control/steps.py): its children, and through every child a failure cancelled
 -- (DependencyFailed, its last error entry), theirs; each locked in id order (the order every
--- statement that ends steps locks them in), with the state of each of its parents. Relies on
--- the edges' two indexes and the primary key; the locks hold until the caller's transaction ends.
+-- statement that ends steps locks them in), with the id of each of its parents (their states
+-- are read after these locks are held: step_parents.sql). Relies on the edges' two indexes and
+-- the primary key; the locks hold until the caller's transaction ends.
 WITH RECURSIVE down(id) AS (
     SELECT d.child_id
     FROM akadze_job_deps AS d
@@ -22,8 +23,7 @@ locked AS MATERIALIZED (
     ORDER BY j.id
     FOR UPDATE
 )
-SELECT l.id, l.state, l.parked, l.after_failure, l.last_error, d.parent_id, p.state AS parent_state
+SELECT l.id, l.state, l.parked, l.after_failure, l.last_error, d.parent_id
 FROM locked AS l
 JOIN akadze_job_deps AS d ON d.child_id = l.id
-JOIN akadze_jobs AS p ON p.id = d.parent_id
 ORDER BY l.id, d.parent_id
