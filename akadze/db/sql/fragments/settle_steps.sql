@@ -14,25 +14,29 @@
 -- go out whether or not the statement reads them).
 -- Two statements ending parents of one step meet on its row lock: the second reads the first's
 -- count, so a fan-in is released exactly once. With no workflow step ended, every CTE is empty.
-reach(id, failing) AS (
-    -- every read of the edges is an index probe per step (OFFSET 0 keeps the planner from
-    -- making it a join that reads the whole table: a generic plan cannot know how few end)
-    SELECT d.child_id, e.state <> 'succeeded'
+ended_edge(parent_id, parent_step, child_id, state) AS (
+    -- the edges out of the ended steps, read once for reach, doomed and counted. Every read of
+    -- the edges is an index probe per step through unnest(ARRAY(...)): a join or a lateral
+    -- subquery would be estimated at the edges per parent on average (one 100,000-step fan-out
+    -- makes that 100,000), the recursive UNIONs below would size their hash tables from it, and
+    -- every statement would pay for allocating them, workflow or not (docs/performance.md)
+    SELECT e.id, e.step, d.child_id, e.state
     FROM ended AS e
-    CROSS JOIN LATERAL (
-        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = e.id OFFSET 0
-    ) AS d
+    CROSS JOIN LATERAL unnest(ARRAY(
+        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = e.id
+    )) AS d(child_id)
+),
+reach(id, failing) AS (
+    SELECT ended_edge.child_id, ended_edge.state <> 'succeeded'
+    FROM ended_edge
     UNION
     SELECT d.child_id, true
     FROM reach AS r
-    CROSS JOIN LATERAL (
-        SELECT c.after_failure FROM akadze_jobs AS c WHERE c.id = r.id OFFSET 0
-    ) AS c
-    CROSS JOIN LATERAL (
-        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = r.id OFFSET 0
-    ) AS d
+    CROSS JOIN LATERAL unnest(ARRAY(
+        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = r.id
+    )) AS d(child_id)
     WHERE r.failing
-        AND c.after_failure = 'cancel'
+        AND (SELECT c.after_failure FROM akadze_jobs AS c WHERE c.id = r.id) = 'cancel'
 ),
 locked AS MATERIALIZED (
     -- by primary key only: a test of state or parked here would let a plan walk every parked
@@ -49,37 +53,31 @@ waiting AS (
     WHERE locked.waits
 ),
 doomed(id, step, cause, cause_state) AS (
-    SELECT l.id, l.step, e.step, e.state
-    FROM ended AS e
-    CROSS JOIN LATERAL (
-        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = e.id OFFSET 0
-    ) AS d
-    JOIN waiting AS l ON l.id = d.child_id
-    WHERE e.state <> 'succeeded'
+    SELECT l.id, l.step, f.parent_step, f.state
+    FROM ended_edge AS f
+    JOIN waiting AS l ON l.id = f.child_id
+    WHERE f.state <> 'succeeded'
         AND l.after_failure = 'cancel'
     UNION
     SELECT l.id, l.step, p.step, 'cancelled'
     FROM doomed AS p
-    CROSS JOIN LATERAL (
-        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = p.id OFFSET 0
-    ) AS d
+    CROSS JOIN LATERAL unnest(ARRAY(
+        SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = p.id
+    )) AS d(child_id)
     JOIN waiting AS l ON l.id = d.child_id
     WHERE l.after_failure = 'cancel'
 ),
 counted AS (
     SELECT f.id, count(*) AS n
     FROM (
-        SELECT d.child_id AS id, e.state = 'succeeded' AS ok
-        FROM ended AS e
-        CROSS JOIN LATERAL (
-            SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = e.id OFFSET 0
-        ) AS d
+        SELECT ended_edge.child_id AS id, ended_edge.state = 'succeeded' AS ok
+        FROM ended_edge
         UNION ALL
         SELECT d.child_id, false
         FROM (SELECT DISTINCT doomed.id FROM doomed) AS p
-        CROSS JOIN LATERAL (
-            SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = p.id OFFSET 0
-        ) AS d
+        CROSS JOIN LATERAL unnest(ARRAY(
+            SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = p.id
+        )) AS d(child_id)
     ) AS f
     JOIN waiting AS l ON l.id = f.id
     WHERE (f.ok OR l.after_failure = 'run')
