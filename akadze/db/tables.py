@@ -139,18 +139,16 @@ Index(
     postgresql_include=["queue"],
     postgresql_where=text("state = 'queued' AND parked = 'limit'"),
 )
-# a workflow's steps by name, and its unfinished ones (db/migrations/0016_workflows.sql)
-Index(
-    "akadze_jobs_workflow_idx",
-    jobs.c.workflow_id,
-    jobs.c.step,
-    unique=True,
-    postgresql_where=text("workflow_id IS NOT NULL"),
-)
+# a workflow's unfinished steps (db/migrations/0016_workflows.sql) and its finished ones (0017)
 Index(
     "akadze_jobs_workflow_open_idx",
     jobs.c.workflow_id,
     postgresql_where=text("workflow_id IS NOT NULL AND state IN ('queued', 'running')"),
+)
+Index(
+    "akadze_jobs_workflow_done_idx",
+    jobs.c.workflow_id,
+    postgresql_where=text("workflow_id IS NOT NULL AND state IN ('succeeded', 'failed', 'cancelled')"),
 )
 
 workflows = Table(

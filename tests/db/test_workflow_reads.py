@@ -100,6 +100,7 @@ async def test_the_reads_stay_on_their_indexes_beside_many_other_jobs(
         for name, values in (
             ("workflow_steps", {"workflow_id": steps["start"].workflow_id}),
             ("waited_steps", {"id": steps["album"].id, "limit": 10}),
+            ("get_workflow", {"workflow_id": steps["start"].workflow_id}),
         ):
             stmt = statement(name)
             found = await conn.fetchval(
@@ -108,12 +109,16 @@ async def test_the_reads_stay_on_their_indexes_beside_many_other_jobs(
             plans[name] = json.dumps(json.loads(found))
     finally:
         await conn.close()
-    assert "akadze_jobs_workflow_idx" in plans["workflow_steps"], plans["workflow_steps"]
-    # searched for this workflow's steps, not every workflow's, filtered
-    assert "(akadze_jobs_workflow_idx.workflow_id = " in plans["workflow_steps"] or re.search(
-        r'"Index Name": "akadze_jobs_workflow_idx"[^}]*"Index Cond": "\(workflow_id = ',
-        plans["workflow_steps"],
-    ), plans["workflow_steps"]
+    # searched for this workflow's steps, not every workflow's, filtered: its unfinished steps
+    # and its finished ones, each through its index (migration 0017)
+    for name in ("workflow_steps", "get_workflow"):
+        for index in ("akadze_jobs_workflow_open_idx", "akadze_jobs_workflow_done_idx"):
+            assert re.search(rf'"Index Name": "{index}"[^}}]*"Index Cond": "\(workflow_id = ', plans[name]), (
+                name,
+                index,
+                plans[name],
+            )
+        assert '"Seq Scan"' not in plans[name], plans[name]
     assert "akadze_job_deps_child_idx" in plans["workflow_steps"], plans["workflow_steps"]
     assert '"Seq Scan"' not in plans["workflow_steps"]
     assert "akadze_job_deps_child_idx" in plans["waited_steps"], plans["waited_steps"]

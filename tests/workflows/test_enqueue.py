@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from akadze import Akadze, JobState, Workflow
+from akadze.db.queries import Queries
+from akadze.db.queries.workflows import NewStep
 from akadze.errors import WorkflowError
 from akadze.workflow import MAX_STEPS
 from tests.support import fetch, fetchval
@@ -122,6 +124,18 @@ async def test_a_duplicate_step_name_is_refused_at_add(app: Akadze) -> None:
     with pytest.raises(WorkflowError, match="a step named 'a' is already in this workflow"):
         wf.add("a", charge.bind(order_id=2))
     assert len(wf) == 1
+
+
+async def test_the_statement_that_writes_steps_refuses_a_name_twice(app: Akadze, database_url: str) -> None:
+    """No index keeps a step's name unique in its workflow (migration 0017): the one caller of
+    enqueue_workflow.sql does, before sending anything."""
+    charge, _ = tasks(app)
+    call = charge.bind(order_id=1)
+    step = NewStep("a", call.new, call.args, (), "cancel")
+    async with app.engine.begin() as conn:
+        with pytest.raises(WorkflowError, match="a step named 'a' is given twice"):
+            await Queries.enqueue_workflow(conn, None, [step, step])
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_jobs") == 0
 
 
 async def test_a_step_of_another_apps_task_is_refused(make_app) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from akadze.codec.stored import decode_stored, row_to_job
 from akadze.db.queries.connection import Connection, fetch
 from akadze.db.queries.enqueue import NewJobs, _new_job
 from akadze.db.sql import statement
+from akadze.errors import WorkflowError
 from akadze.events.trace_context import split
 from akadze.job import Job, JobState
 
@@ -34,13 +35,22 @@ class WorkflowQueries:
     async def enqueue_workflow(
         conn: Connection, name: str | None, steps: Sequence[NewStep], trace_context: str | None = None
     ) -> dict[str, Job]:
-        """Every step and edge in one statement; step name -> its new Job."""
+        """Every step and edge in one statement; step name -> its new Job.
+
+        Raises:
+            WorkflowError: a step name given twice (nothing is sent): the one place that keeps
+                a step's name unique in its workflow, as no index does (migration 0017).
+        """
+        names = [s.step for s in steps]
+        if len(set(names)) != len(names):
+            twice = next(name for name in names if names.count(name) > 1)
+            raise WorkflowError(twice, f"a step named {twice!r} is given twice; name each step once")
         trace, parent = split(trace_context)
         params: dict[str, Any] = {
             "name": name,
             "trace_context": trace,
             "trace_parent": parent,
-            "steps": [s.step for s in steps],
+            "steps": names,
             "tasks": [s.new.task for s in steps],
             "queues": [s.new.queue for s in steps],
             "priorities": [s.new.priority for s in steps],

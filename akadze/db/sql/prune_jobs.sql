@@ -9,7 +9,8 @@
 -- akadze_jobs_workflow_open_idx per finished step): a waiting step still needs its parents'
 -- results, and the workflow's page its graph. A step goes with the edges into it (every edge has
 -- its child: none is left once the workflow's steps are gone), a workflow's row with its last
--- step.
+-- step (its steps found through akadze_jobs_workflow_open_idx and akadze_jobs_workflow_done_idx,
+-- every state spelled as the two predicates).
 WITH {prune_lock},
 doomed AS (
     SELECT j.id
@@ -47,6 +48,7 @@ workflows_gone AS (
             SELECT 1
             FROM akadze_jobs AS s
             WHERE s.workflow_id = w.id
+                AND (s.state IN ('queued', 'running') OR s.state IN ('succeeded', 'failed', 'cancelled'))
                 AND s.id NOT IN (SELECT gone.id FROM gone)
         )
 )
