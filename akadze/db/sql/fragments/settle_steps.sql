@@ -1,5 +1,6 @@
 -- {settle_steps}: what a workflow step's end does to the steps that wait for it (docs/workflows.md), as CTEs
--- after one named ``ended`` (id, step, state): the steps this statement ended. ``reach``: the
+-- after one named ``ended`` (id, step, state): the steps this statement ended. ``ended_edge``:
+-- their edges, read once. ``reach``: the
 -- steps that may change, from the edges alone (the children of the ended steps, and through a
 -- child that a failure may cancel, its children). ``locked``: those steps, locked in id
 -- order (a parent's id is below its children's), read as they are now, after any wait;
@@ -14,13 +15,15 @@
 -- go out whether or not the statement reads them).
 -- Two statements ending parents of one step meet on its row lock: the second reads the first's
 -- count, so a fan-in is released exactly once. With no workflow step ended, every CTE is empty.
-ended_edge(parent_id, parent_step, child_id, state) AS (
-    -- the edges out of the ended steps, read once for reach, doomed and counted. Every read of
-    -- the edges is an index probe per step through unnest(ARRAY(...)): a join or a lateral
-    -- subquery would be estimated at the edges per parent on average (one 100,000-step fan-out
-    -- makes that 100,000), the recursive UNIONs below would size their hash tables from it, and
-    -- every statement would pay for allocating them, workflow or not (docs/performance.md)
-    SELECT e.id, e.step, d.child_id, e.state
+--
+-- Every read of the edges is an index probe per step (akadze_job_deps_pkey) through
+-- unnest(ARRAY(...)), which the planner takes for 10 rows whatever the statistics. A join or a
+-- lateral subquery would be estimated at the edges per parent on average (a fan-out of
+-- 100,000 steps made that 100,000; migration 0017 states 2), and the recursive UNIONs below
+-- size their hash tables from the estimate: every statement, workflow or not, paid for
+-- allocating them (0.2-0.3 ms a claim, docs/performance.md).
+ended_edge(parent_step, child_id, state) AS (
+    SELECT e.step, d.child_id, e.state
     FROM ended AS e
     CROSS JOIN LATERAL unnest(ARRAY(
         SELECT x.child_id FROM akadze_job_deps AS x WHERE x.parent_id = e.id
