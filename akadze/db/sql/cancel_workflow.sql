@@ -14,16 +14,7 @@ WITH old AS (
     ORDER BY id
     FOR UPDATE
 ),
-done AS (
-    UPDATE akadze_jobs AS j
-    SET
-        cancel_requested = true,
-        state = CASE WHEN old.state = 'queued' THEN 'cancelled' ELSE j.state END,
-        finished_at = CASE WHEN old.state = 'queued' THEN now() ELSE j.finished_at END
-    FROM old
-    WHERE j.id = old.id
-    RETURNING j.*, old.state AS from_state
-)
+{cancel_old}
 SELECT
     {job_row},
     from_state,

@@ -94,41 +94,12 @@ per_queue AS (
         CASE WHEN cardinality(CAST(:queues AS text[])) <= CAST(:many_queues AS integer) THEN CAST(:queues AS text[]) END
     ) AS q(name)
     CROSS JOIN LATERAL (
-        WITH RECURSIVE level AS (
-            (
-                SELECT j.priority
-                FROM akadze_jobs AS j
-                WHERE j.state = 'queued'
-                    AND j.parked IS NULL
-                    AND j.queue = q.name
-                ORDER BY j.priority DESC
-                LIMIT 1
-            )
-            UNION ALL
-            SELECT (
-                SELECT j.priority
-                FROM akadze_jobs AS j
-                WHERE j.state = 'queued'
-                    AND j.parked IS NULL
-                    AND j.queue = q.name
-                    AND j.priority < level.priority
-                ORDER BY j.priority DESC
-                LIMIT 1
-            )
-            FROM level
-            WHERE level.priority IS NOT NULL
-        )
+        WITH RECURSIVE {queue_levels}
         SELECT r.id, r.tid, r.priority, r.run_at
         FROM level
         CROSS JOIN LATERAL (
             SELECT j.id, j.ctid AS tid, j.priority, j.run_at
-            FROM akadze_jobs AS j
-            WHERE j.state = 'queued'
-                AND j.parked IS NULL
-                AND j.queue = q.name
-                AND j.priority = level.priority
-                AND j.run_at <= now()
-            ORDER BY j.priority DESC, j.run_at, j.id
+            {level_ready}
             LIMIT CAST(:limit AS bigint)
             FOR UPDATE SKIP LOCKED
         ) AS r
@@ -198,10 +169,7 @@ ended AS (
     WHERE done.workflow_id IS NOT NULL
         AND done.state IN ('succeeded', 'failed', 'cancelled')
     UNION ALL
-    SELECT claimed.id, claimed.step, claimed.state
-    FROM claimed
-    WHERE claimed.workflow_id IS NOT NULL
-        AND claimed.state = 'cancelled'
+    {claimed_cancelled_steps}
 ),
 {settle_steps}
 SELECT {claimed_reply}, false AS written, NULL AS notified

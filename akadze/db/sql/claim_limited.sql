@@ -73,30 +73,7 @@ scanned AS MATERIALIZED (
     SELECT p.id, p.priority, p.run_at, p.task, p.args, p.gone
     FROM unnest(CAST(:queues AS text[])) AS q(name)
     CROSS JOIN LATERAL (
-        WITH RECURSIVE level AS (
-            (
-                SELECT j.priority
-                FROM akadze_jobs AS j
-                WHERE j.state = 'queued'
-                    AND j.parked IS NULL
-                    AND j.queue = q.name
-                ORDER BY j.priority DESC
-                LIMIT 1
-            )
-            UNION ALL
-            SELECT (
-                SELECT j.priority
-                FROM akadze_jobs AS j
-                WHERE j.state = 'queued'
-                    AND j.parked IS NULL
-                    AND j.queue = q.name
-                    AND j.priority < level.priority
-                ORDER BY j.priority DESC
-                LIMIT 1
-            )
-            FROM level
-            WHERE level.priority IS NOT NULL
-        )
+        WITH RECURSIVE {queue_levels}
         SELECT r.id, r.priority, r.run_at, r.task, r.args, r.gone
         FROM level
         CROSS JOIN LATERAL (
@@ -107,13 +84,7 @@ scanned AS MATERIALIZED (
                 j.task,
                 j.args,
                 j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
-            FROM akadze_jobs AS j
-            WHERE j.state = 'queued'
-                AND j.parked IS NULL
-                AND j.queue = q.name
-                AND j.priority = level.priority
-                AND j.run_at <= now()
-            ORDER BY j.priority DESC, j.run_at, j.id
+            {level_ready}
             LIMIT CAST(:scan AS bigint)
             FOR UPDATE SKIP LOCKED
         ) AS r
@@ -388,13 +359,7 @@ granted AS (
                 WHEN v.examined
                     AND pg_visible_in_snapshot(g.taken_by, (SELECT snapshot FROM snap))
                     -- the group's first parked job, in index order (a plan walks the index)
-                    AND (
-                        SELECT r.id
-                        FROM akadze_jobs AS r
-                        WHERE r.limit_grp = g.grp AND r.state = 'queued' AND r.parked = 'limit'
-                        ORDER BY r.priority DESC, r.run_at, r.id
-                        LIMIT 1
-                    ) IS NULL
+                    AND {first_parked} IS NULL
                 THEN NULL
                 ELSE g.due_at
             END
@@ -479,10 +444,7 @@ parking AS (
 -- the workflow steps cancelled at this claim: their waiting children are cancelled with them,
 -- or released if they run whatever their parents' end ({settle_steps}, db/sql.py)
 ended AS (
-    SELECT claimed.id, claimed.step, claimed.state
-    FROM claimed
-    WHERE claimed.workflow_id IS NOT NULL
-        AND claimed.state = 'cancelled'
+    {claimed_cancelled_steps}
 ),
 {settle_steps}
 SELECT claimed.*, CAST(NULL AS boolean) AS more

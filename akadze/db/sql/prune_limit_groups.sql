@@ -16,13 +16,7 @@ doomed AS (
         AND NOT EXISTS (SELECT 1 FROM akadze_jobs AS r WHERE r.limit_grp = g.grp AND r.state NOT IN ('queued', 'succeeded', 'failed', 'cancelled'))
         -- a group with parked jobs keeps its row: its due_at is how claims find them
         AND g.due_at IS NULL
-        AND (
-            SELECT p.id
-            FROM akadze_jobs AS p
-            WHERE p.limit_grp = g.grp AND p.state = 'queued' AND p.parked = 'limit'
-            ORDER BY p.priority DESC, p.run_at, p.id
-            LIMIT 1
-        ) IS NULL
+        AND {first_parked} IS NULL
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),

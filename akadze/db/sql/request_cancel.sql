@@ -12,16 +12,7 @@ WITH RECURSIVE old AS (
         AND state IN ('queued', 'running')
     FOR UPDATE
 ),
-done AS (
-    UPDATE akadze_jobs AS j
-    SET
-        cancel_requested = true,
-        state = CASE WHEN old.state = 'queued' THEN 'cancelled' ELSE j.state END,
-        finished_at = CASE WHEN old.state = 'queued' THEN now() ELSE j.finished_at END
-    FROM old
-    WHERE j.id = old.id
-    RETURNING j.*, old.state AS from_state
-),
+{cancel_old},
 -- a queued workflow step cancelled here: its waiting children are cancelled with it, or
 -- released if they run whatever their parents' end ({settle_steps}, db/sql.py)
 ended AS (

@@ -1,0 +1,28 @@
+-- {queue_levels}: the priorities present among queue q.name's claimable jobs, highest first,
+-- one index probe each (a recursive CTE named level; a NULL priority ends it). The claims
+-- (claim_completing.sql, claim_limited.sql) then read each level's ready jobs, so delayed jobs
+-- above the ready ones are never read.
+level AS (
+    (
+        SELECT j.priority
+        FROM akadze_jobs AS j
+        WHERE j.state = 'queued'
+            AND j.parked IS NULL
+            AND j.queue = q.name
+        ORDER BY j.priority DESC
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT j.priority
+        FROM akadze_jobs AS j
+        WHERE j.state = 'queued'
+            AND j.parked IS NULL
+            AND j.queue = q.name
+            AND j.priority < level.priority
+        ORDER BY j.priority DESC
+        LIMIT 1
+    )
+    FROM level
+    WHERE level.priority IS NOT NULL
+)
