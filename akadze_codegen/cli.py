@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -23,8 +23,6 @@ from akadze_codegen.problems import CodegenError, render_problems
 
 if TYPE_CHECKING:
     from akadze_codegen.write import Mismatch
-
-T = TypeVar("T")
 
 
 class _CodegenGroup(TyperGroup):
@@ -52,15 +50,17 @@ app = typer.Typer(
 )
 
 
-def _handled(fn: Callable[..., T]) -> Callable[..., T]:
-    """akadze.cli's one place for exit codes; imported when a command runs, because akadze.cli
-    imports this module to mount the group."""
+def _handled(fn: Callable[..., int]) -> Callable[..., None]:
+    """akadze.cli's one place for exit codes (imported when a command runs, because akadze.cli
+    imports this module to mount the group), and the command's returned code as its exit code."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    def wrapper(*args: Any, **kwargs: Any) -> None:
         from akadze.cli.common import handled
 
-        return handled(fn)(*args, **kwargs)
+        code = handled(fn)(*args, **kwargs)
+        if code:
+            raise typer.Exit(code)
 
     return wrapper
 
@@ -92,16 +92,14 @@ def generate(
     lang: Annotated[
         str, typer.Option("--lang", help="python (a Python package) or typescript (an npm package).")
     ] = "python",
-) -> None:
+) -> int:
     """Write the typed clients of APP to DIR (also: akadze codegen APP --out DIR)."""
     from akadze.app_path import choose_app_path
 
     path = choose_app_path(app_path, app_option)
     if path is None and from_manifest is None:
         _usage("name the app (module:attr, --app or AKADZE_APP) or pass --from-manifest")
-    code = run_codegen(path, out, check, from_manifest, lang)
-    if code:
-        raise typer.Exit(code)
+    return run_codegen(path, out, check, from_manifest, lang)
 
 
 @app.command("diff")
@@ -125,7 +123,7 @@ def diff(
     allow_breaking: Annotated[
         bool, typer.Option("--allow-breaking", help="Exit 0 even when a change is breaking.")
     ] = False,
-) -> None:
+) -> int:
     """Classify the changes between two manifests for producers already deployed.
 
     Exit 0: nothing breaking; 1: a breaking change (unless --allow-breaking).
@@ -138,9 +136,7 @@ def diff(
     if not against:
         _usage("pass --against OLD (a manifest file, a package directory or GIT_REF:path)")
     path = choose_app_path(app_path, app_option) if manifest is None else app_path or app_option
-    code = run_diff(against, path, manifest, allow_breaking=allow_breaking)
-    if code:
-        raise typer.Exit(code)
+    return run_diff(against, path, manifest, allow_breaking=allow_breaking)
 
 
 @app.command("verify")
@@ -159,7 +155,7 @@ def verify(
         bool,
         typer.Option("--allow-unconsumed", help="Exit 0 even when no live worker consumes a stub's queue."),
     ] = False,
-) -> None:
+) -> int:
     """Check every stub's task, queue and argument fingerprint against the live workers.
 
     Exit 0: every stub matches a live worker.
@@ -180,9 +176,7 @@ def verify(
     source = package if package is not None else manifest
     assert source is not None
     assert url is not None
-    code = run_verify(url, source, allow_unconsumed=allow_unconsumed)
-    if code:
-        raise typer.Exit(code)
+    return run_verify(url, source, allow_unconsumed=allow_unconsumed)
 
 
 def run_codegen(
