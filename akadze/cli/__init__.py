@@ -14,82 +14,40 @@ tests/cli/test_cli_startup.py).
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import typer
 import typer.main
 from typer.core import TyperGroup
 
-
-def _worker(root: typer.Typer) -> None:
-    from akadze.cli import worker
-
-    root.command("worker")(worker.worker)
-
-
-def _db(root: typer.Typer) -> None:
-    from akadze.cli import db
-
-    root.add_typer(db.app, name="db")
-
-
-def _jobs(root: typer.Typer) -> None:
-    from akadze.cli import jobs
-
-    root.add_typer(jobs.app, name="jobs")
-
-
-def _workflows(root: typer.Typer) -> None:
-    from akadze.cli import workflows
-
-    root.add_typer(workflows.app, name="workflows")
-
-
-def _schedules(root: typer.Typer) -> None:
-    from akadze.cli import schedules
-
-    root.add_typer(schedules.app, name="schedules")
-
-
-def _queues(root: typer.Typer) -> None:
-    from akadze.cli import queues
-
-    root.add_typer(queues.app, name="queues")
-
-
-def _workers(root: typer.Typer) -> None:
-    from akadze.cli import workers
-
-    root.add_typer(workers.app, name="workers")
-
-
-def _web(root: typer.Typer) -> None:
-    from akadze.cli import web
-
-    root.command("web")(web.web)
-
-
-def _codegen(root: typer.Typer) -> None:
-    from akadze_codegen.cli import app as codegen
-
-    root.add_typer(codegen, name="codegen")
-
-
 # -- registration: one line per command group, in the order --help lists them -----------------
-#: each mounts its group on the Typer it is given, as a registration line of the root would
-_LAZY: dict[str, Callable[[typer.Typer], None]] = {
-    "worker": _worker,
-    "web": _web,
-    "db": _db,
-    "jobs": _jobs,
-    "workflows": _workflows,
-    "schedules": _schedules,
-    "queues": _queues,
-    "workers": _workers,
-    "codegen": _codegen,
+#: name -> (module, attribute, how it mounts): a command function (``command``) or a Typer of
+#: subcommands (``group``); the module is imported when the name is first looked up
+_LAZY: dict[str, tuple[str, str, str]] = {
+    "worker": ("akadze.cli.worker", "worker", "command"),
+    "web": ("akadze.cli.web", "web", "command"),
+    "db": ("akadze.cli.db", "app", "group"),
+    "jobs": ("akadze.cli.jobs", "app", "group"),
+    "workflows": ("akadze.cli.workflows", "app", "group"),
+    "schedules": ("akadze.cli.schedules", "app", "group"),
+    "queues": ("akadze.cli.queues", "app", "group"),
+    "workers": ("akadze.cli.workers", "app", "group"),
+    "codegen": ("akadze_codegen.cli", "app", "group"),
 }
+
+
+def _mount(root: typer.Typer, name: str) -> None:
+    """Import the module of command ``name`` (_LAZY) and mount it on ``root`` as the root's
+    registration line would."""
+    module, attribute, kind = _LAZY[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if kind == "command":
+        root.command(name)(target)
+    else:
+        root.add_typer(target, name=name)
 
 
 class _Commands(MutableMapping[str, Any]):
@@ -102,7 +60,7 @@ class _Commands(MutableMapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self._built and name in _LAZY:
             holder = typer.Typer(rich_markup_mode=None)
-            _LAZY[name](holder)
+            _mount(holder, name)
             self._built[name] = typer.main.get_group(holder).commands[name]
         return self._built[name]
 
