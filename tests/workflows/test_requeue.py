@@ -135,13 +135,15 @@ def test_reparked_walks_the_rule_without_a_database() -> None:
     assert reparked(1, steps) == ({2: 1, 3: 1}, {5: 1})
 
 
-async def test_a_requeue_counts_a_parent_that_ended_while_it_waited_for_the_steps_lock(
+#: a fan-in ``j`` after ``f`` and ``q``, as failed_parent_of_a_fan_in leaves it
+AFTER_F_FAILED = {"f": ("failed", None, 0), "q": ("queued", None, 0), "j": ("cancelled", "deps", 2)}
+
+
+async def failed_parent_of_a_fan_in(
     app: Akadze, database_url: str
-) -> None:
-    """A parent ``q`` ends (its write also locks the fan-in ``j``, as the settle step does) while
-    a requeue of the other parent ``f`` waits for ``j``'s lock: the requeue must read ``q`` as it
-    ended, not as its statement's snapshot had it (still queued), or ``j`` waits for a parent
-    that will never end again and stays parked for ever."""
+) -> tuple[dict[str, Any], set[str], list[str]]:
+    """A fan-in ``j`` after ``f`` and ``q``: ``f`` failed (so ``j`` was cancelled), ``q`` still
+    queued (due in an hour). Returns the steps, the names that fail and the names run."""
     step, failing, ran = flaky(app)
     wf = Workflow()
     wf.add("f", step.bind(name="f"))
@@ -153,11 +155,18 @@ async def test_a_requeue_counts_a_parent_that_ended_while_it_waited_for_the_step
     )
     failing.add("f")
     await drain(app)
-    assert await waits(database_url, jobs) == {
-        "f": ("failed", None, 0),
-        "q": ("queued", None, 0),
-        "j": ("cancelled", "deps", 2),
-    }
+    assert await waits(database_url, jobs) == AFTER_F_FAILED
+    return jobs, failing, ran
+
+
+async def test_a_requeue_counts_a_parent_that_ended_while_it_waited_for_the_steps_lock(
+    app: Akadze, database_url: str
+) -> None:
+    """A parent ``q`` ends (its write also locks the fan-in ``j``, as the settle step does) while
+    a requeue of the other parent ``f`` waits for ``j``'s lock: the requeue must read ``q`` as it
+    ended, not as its statement's snapshot had it (still queued), or ``j`` waits for a parent
+    that will never end again and stays parked for ever."""
+    jobs, failing, ran = await failed_parent_of_a_fan_in(app, database_url)
 
     failing.clear()
     ending = await asyncpg.connect(plain(database_url))
@@ -198,25 +207,11 @@ async def test_a_requeue_of_a_step_outside_read_committed_is_refused(app: Akadze
     """Under REPEATABLE READ the parents' states cannot be read as they are now (a parent that
     ended after the transaction's snapshot reads as running, and the fan-in after it would wait
     for it for ever): the requeue of a step is refused with a clear error, nothing changed."""
-    step, failing, _ = flaky(app)
-    wf = Workflow()
-    wf.add("f", step.bind(name="f"))
-    wf.add("q", step.bind(name="q"))
-    wf.add("j", step.bind(name="j"), after=["f", "q"])
-    jobs = await wf.enqueue()
-    await execute(
-        database_url, f"UPDATE akadze_jobs SET run_at = now() + interval '1 hour' WHERE id = {jobs['q'].id}"
-    )
-    failing.add("f")
-    await drain(app)
+    jobs, _, _ = await failed_parent_of_a_fan_in(app, database_url)
 
     async with app.engine.connect() as conn:
         conn = await conn.execution_options(isolation_level="REPEATABLE READ")
         async with conn.begin():
             with pytest.raises(WorkflowError, match="needs a READ COMMITTED transaction"):
                 await requeue(conn, jobs["f"].id)
-    assert await waits(database_url, jobs) == {
-        "f": ("failed", None, 0),
-        "q": ("queued", None, 0),
-        "j": ("cancelled", "deps", 2),
-    }
+    assert await waits(database_url, jobs) == AFTER_F_FAILED
