@@ -5,6 +5,8 @@ The schema itself is defined by db/migrations; a test checks that these match it
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -21,17 +23,33 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
-from sqlalchemy.types import UserDefinedType
+from sqlalchemy.types import TypeEngine, UserDefinedType
 
 from akadze.job import FINISHED_STATES, JobState
 
 metadata = MetaData()
 
+#: a column's type: a class (``Text``) or an instance (``ARRAY(Text)``)
+_Type = type[TypeEngine[Any]] | TypeEngine[Any]
+#: ``timestamptz``
+_TZ = TIMESTAMP(timezone=True)
+
+
+def _key(**types: _Type) -> list[Column[Any]]:
+    """The primary key's columns, name=type, in key order."""
+    return [Column(name, type_, primary_key=True) for name, type_ in types.items()]
+
+
+def _required(**types: _Type) -> list[Column[Any]]:
+    """NOT NULL columns, name=type, in table order."""
+    return [Column(name, type_, nullable=False) for name, type_ in types.items()]
+
+
 # JSON columns are read as text and decoded by msgspec, as on the hot path.
 jobs = Table(
     "akadze_jobs",
     metadata,
-    Column("id", BigInteger, primary_key=True),
+    *_key(id=BigInteger),
     Column("task", Text, nullable=False),
     Column("queue", Text, nullable=False),
     Column("state", Text, nullable=False),
@@ -41,15 +59,15 @@ jobs = Table(
     Column("attempt", Integer, nullable=False),
     Column("max_attempts", Integer, nullable=False),
     Column("run", Integer, nullable=False),
-    Column("run_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("expires_at", TIMESTAMP(timezone=True)),
+    Column("run_at", _TZ, nullable=False),
+    Column("expires_at", _TZ),
     Column("cancel_requested", Boolean, nullable=False),
     Column("errors", JSONB, nullable=False),
     Column("result", JSONB),
     Column("worker_id", UUID(as_uuid=False)),
-    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("started_at", TIMESTAMP(timezone=True)),
-    Column("finished_at", TIMESTAMP(timezone=True)),
+    Column("created_at", _TZ, nullable=False),
+    Column("started_at", _TZ),
+    Column("finished_at", _TZ),
     # the W3C trace context of the span that enqueued the job (akadze.events.tracing), as JSON text,
     # when it is more than a traceparent (a tracestate): trace_parent below holds the rest
     Column("trace_context", Text),
@@ -77,127 +95,113 @@ _FINISHED = f"state IN ({', '.join(repr(state.value) for state in FINISHED_STATE
 #: the finished states the dashboard's listing indexes hold (all but succeeded: migration 0009)
 LISTED_FAILURES = (JobState.FAILED, JobState.CANCELLED)
 _LISTED = f"state IN ({', '.join(repr(state.value) for state in LISTED_FAILURES)})"
-Index(
-    "akadze_jobs_claim_idx",
-    jobs.c.queue,
-    jobs.c.priority.desc(),
-    jobs.c.run_at,
-    jobs.c.id,
-    postgresql_where=text("state = 'queued' AND parked IS NULL"),
+
+
+def _partial(name: str, *columns: Any, where: str, **options: Any) -> Index:
+    """A partial index: over the rows ``where`` holds for (SQL text)."""
+    return Index(name, *columns, postgresql_where=text(where), **options)
+
+
+def _claim_order() -> tuple[Any, ...]:
+    """The order claims take queued jobs in, as index columns: priority first, then due, then id."""
+    return (jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+
+
+_partial("akadze_jobs_claim_idx", jobs.c.queue, *_claim_order(), where="state = 'queued' AND parked IS NULL")
+_partial(
+    "akadze_jobs_claim_many_idx", *_claim_order(), where="state = 'queued' AND queue <> '' AND parked IS NULL"
 )
-Index(
-    "akadze_jobs_claim_many_idx",
-    jobs.c.priority.desc(),
-    jobs.c.run_at,
-    jobs.c.id,
-    postgresql_where=text("state = 'queued' AND queue <> '' AND parked IS NULL"),
+_partial(
+    "akadze_jobs_parked_idx", jobs.c.queue, jobs.c.parked, where="state = 'queued' AND parked IS NOT NULL"
 )
-Index(
-    "akadze_jobs_parked_idx",
-    jobs.c.queue,
-    jobs.c.parked,
-    postgresql_where=text("state = 'queued' AND parked IS NOT NULL"),
-)
-Index("akadze_jobs_running_idx", jobs.c.worker_id, postgresql_where=text("state = 'running'"))
-Index(
-    "akadze_jobs_prune_idx",
-    jobs.c.finished_at,
-    postgresql_where=text(_FINISHED),
-)
+_partial("akadze_jobs_running_idx", jobs.c.worker_id, where="state = 'running'")
+_partial("akadze_jobs_prune_idx", jobs.c.finished_at, where=_FINISHED)
 # the dashboard's keyset listing of failed and cancelled rows (one per filter; succeeded rows
 # are listed from the primary key: migration 0009) and its failures of the last hour
 for _column in (jobs.c.state, jobs.c.task, jobs.c.queue):
-    Index(
-        f"akadze_jobs_{_column.name}_id_idx",
-        _column,
-        jobs.c.id,
-        postgresql_where=text(_LISTED),
-    )
-Index("akadze_jobs_failed_idx", jobs.c.finished_at, postgresql_where=text("state = 'failed'"))
-Index(
+    _partial(f"akadze_jobs_{_column.name}_id_idx", _column, jobs.c.id, where=_LISTED)
+_partial("akadze_jobs_failed_idx", jobs.c.finished_at, where="state = 'failed'")
+_partial(
     "akadze_jobs_unique_idx",
     jobs.c.unique_key,
     unique=True,
-    postgresql_where=text("unique_key IS NOT NULL AND state = ANY (unique_states)"),
+    where="unique_key IS NOT NULL AND state = ANY (unique_states)",
 )
-Index(
+_partial(
     "akadze_jobs_limit_idx",
     jobs.c.limit_grp,
     # running, spelled as the other states excluded (db/migrations/0007_limit_groups.sql says why)
-    postgresql_where=text(
+    where=(
         "limit_grp IS NOT NULL AND state NOT IN "
         f"({', '.join(repr(s.value) for s in JobState if s is not JobState.RUNNING)})"
     ),
 )
 # a limit group's parked jobs in claim order (db/migrations/0015_limit_parking.sql)
-Index(
+_partial(
     "akadze_jobs_limit_parked_idx",
     jobs.c.limit_grp,
-    jobs.c.priority.desc(),
-    jobs.c.run_at,
-    jobs.c.id,
+    *_claim_order(),
     postgresql_include=["queue"],
-    postgresql_where=text("state = 'queued' AND parked = 'limit'"),
+    where="state = 'queued' AND parked = 'limit'",
 )
 # a workflow's unfinished steps (db/migrations/0016_workflows.sql) and its finished ones (0017)
-Index(
+_partial(
     "akadze_jobs_workflow_open_idx",
     jobs.c.workflow_id,
-    postgresql_where=text("workflow_id IS NOT NULL AND state IN ('queued', 'running')"),
+    where="workflow_id IS NOT NULL AND state IN ('queued', 'running')",
 )
-Index(
+_partial(
     "akadze_jobs_workflow_done_idx",
     jobs.c.workflow_id,
-    postgresql_where=text("workflow_id IS NOT NULL AND state IN ('succeeded', 'failed', 'cancelled')"),
+    where="workflow_id IS NOT NULL AND state IN ('succeeded', 'failed', 'cancelled')",
 )
 
 workflows = Table(
     "akadze_workflows",
     metadata,
-    Column("id", BigInteger, primary_key=True),
+    *_key(id=BigInteger),
     Column("name", Text),
-    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+    *_required(created_at=_TZ),
 )
 
 # one row per edge: the child step waits for the parent step
 job_deps = Table(
     "akadze_job_deps",
     metadata,
-    Column("parent_id", BigInteger, primary_key=True),
-    Column("child_id", BigInteger, primary_key=True),
+    *_key(parent_id=BigInteger, child_id=BigInteger),
 )
 Index("akadze_job_deps_child_idx", job_deps.c.child_id, job_deps.c.parent_id)
 
 workers = Table(
     "akadze_workers",
     metadata,
-    Column("id", UUID(as_uuid=False), primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("host", Text, nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("queues", ARRAY(Text), nullable=False),
-    Column("slots", Integer, nullable=False),
-    Column("lost_after_s", Double, nullable=False),
-    Column("started_at", TIMESTAMP(timezone=True), nullable=False),
-    Column("heartbeat_at", TIMESTAMP(timezone=True), nullable=False),
+    *_key(id=UUID(as_uuid=False)),
+    *_required(
+        name=Text,
+        host=Text,
+        pid=Integer,
+        queues=ARRAY(Text),
+        slots=Integer,
+        lost_after_s=Double,
+        started_at=_TZ,
+        heartbeat_at=_TZ,
+    ),
 )
 
 task_schemas = Table(
     "akadze_task_schemas",
     metadata,
     Column("worker_id", UUID(as_uuid=False), ForeignKey(workers.c.id, ondelete="CASCADE"), primary_key=True),
-    Column("task", Text, primary_key=True),
-    Column("queue", Text, nullable=False),
-    Column("args_fp", Text, nullable=False),
+    *_key(task=Text),
+    *_required(queue=Text, args_fp=Text),
 )
 
 schedule_runs = Table(
     "akadze_schedule_runs",
     metadata,
-    Column("schedule", Text, primary_key=True),
-    Column("fire_at", TIMESTAMP(timezone=True), primary_key=True),
+    *_key(schedule=Text, fire_at=_TZ),
     Column("job_id", BigInteger),
-    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+    *_required(created_at=_TZ),
 )
 Index("akadze_schedule_runs_created_idx", schedule_runs.c.created_at)
 
@@ -216,56 +220,46 @@ class Xid8(UserDefinedType[int]):
 limit_groups = Table(
     "akadze_limit_groups",
     metadata,
-    Column("grp", Text, primary_key=True),
-    Column("running", Integer, nullable=False),
-    Column("starts", ARRAY(TIMESTAMP(timezone=True)), nullable=False),
-    Column("started", ARRAY(BigInteger), nullable=False),
-    Column("granted", Integer, nullable=False),
-    Column("taken_by", Xid8, nullable=False),
-    Column("taken_at", TIMESTAMP(timezone=True), nullable=False),
+    *_key(grp=Text),
+    *_required(
+        running=Integer,
+        starts=ARRAY(_TZ),
+        started=ARRAY(BigInteger),
+        granted=Integer,
+        taken_by=Xid8,
+        taken_at=_TZ,
+    ),
     # when a claim should look at the group's parked jobs next (0015_limit_parking.sql)
-    Column("due_at", TIMESTAMP(timezone=True)),
+    Column("due_at", _TZ),
 )
-Index(
-    "akadze_limit_groups_due_idx",
-    limit_groups.c.due_at,
-    postgresql_where=text("due_at IS NOT NULL"),
-)
+_partial("akadze_limit_groups_due_idx", limit_groups.c.due_at, where="due_at IS NOT NULL")
 
 queue_pauses = Table(
     "akadze_queue_pauses",
     metadata,
-    Column("queue", Text, primary_key=True),
-    Column("paused_at", TIMESTAMP(timezone=True), nullable=False),
+    *_key(queue=Text),
+    *_required(paused_at=_TZ),
 )
 
 # the key that signs the dashboard's CSRF tokens (db/migrations/0013_web_secret.sql)
 web_secret = Table(
     "akadze_web_secret",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("secret", Text, nullable=False),
-    Column("created_at", TIMESTAMP(timezone=True), nullable=False),
+    *_key(id=Integer),
+    *_required(secret=Text, created_at=_TZ),
 )
 
 # the dashboard's trends (db/migrations/0014_job_trends.sql, akadze/worker/trends.py)
 job_stats = Table(
     "akadze_job_stats",
     metadata,
-    Column("minutes", Integer, primary_key=True),
-    Column("at", TIMESTAMP(timezone=True), primary_key=True),
-    Column("queue", Text, primary_key=True),
-    Column("task", Text, primary_key=True),
-    Column("state", Text, primary_key=True),
-    Column("jobs", Integer, nullable=False),
-    Column("run_buckets", ARRAY(SmallInteger), nullable=False),
-    Column("run_counts", ARRAY(Integer), nullable=False),
+    *_key(minutes=Integer, at=_TZ, queue=Text, task=Text, state=Text),
+    *_required(jobs=Integer, run_buckets=ARRAY(SmallInteger), run_counts=ARRAY(Integer)),
 )
 
 job_stats_mark = Table(
     "akadze_job_stats_mark",
     metadata,
-    Column("id", Integer, primary_key=True),
-    Column("minutes_until", TIMESTAMP(timezone=True), nullable=False),
-    Column("hours_until", TIMESTAMP(timezone=True), nullable=False),
+    *_key(id=Integer),
+    *_required(minutes_until=_TZ, hours_until=_TZ),
 )
