@@ -115,6 +115,16 @@ class Job(msgspec.Struct, frozen=True, gc=False):
     __str__ = __repr__
 
 
+class JobRef(msgspec.Struct, frozen=True):
+    """What names a job to a person, and the first fields (in this order) of every view of one
+    a command or the dashboard shows: a listing's rows (JobSummary), ``jobs explain``'s answer."""
+
+    id: int
+    task: str
+    queue: str
+    state: JobState
+
+
 #: longest task or queue name
 MAX_NAME_LENGTH = 200
 

@@ -16,7 +16,7 @@ from akadze.db.graph import Waits
 from akadze.db.queries import LiveTask
 from akadze.db.stats import LiveWorker
 from akadze.flow import Limit
-from akadze.job import Job, JobState
+from akadze.job import Job, JobRef, JobState
 
 
 class Hold(msgspec.Struct, frozen=True):
@@ -56,13 +56,9 @@ class Reason(msgspec.Struct, frozen=True):
     message: str
 
 
-class Explanation(msgspec.Struct, frozen=True):
-    """What ``jobs explain`` prints (and its ``--output json`` document)."""
+class Explanation(JobRef, frozen=True):
+    """What ``jobs explain`` prints (and its ``--output json`` document): the job, then why."""
 
-    id: int
-    task: str
-    queue: str
-    state: JobState
     #: the first reason is the main one; a ready job nothing holds back has one reason, "ready"
     reasons: tuple[Reason, ...]
 

@@ -44,7 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from akadze.db.tables import jobs
-from akadze.job import FINISHED_STATES, JobState
+from akadze.job import FINISHED_STATES, JobRef, JobState
 
 
 class ArgMatch(msgspec.Struct, frozen=True):
@@ -92,13 +92,9 @@ class Cursor(msgspec.Struct, frozen=True):
     finished_at: datetime | None = None
 
 
-class JobSummary(msgspec.Struct, frozen=True):
+class JobSummary(JobRef, frozen=True):
     """A job as a listing shows it: never its arguments, result or errors (they can be large)."""
 
-    id: int
-    task: str
-    queue: str
-    state: JobState
     priority: int
     attempt: int
     max_attempts: int
