@@ -2,7 +2,8 @@
 
 The walk reads every module's source: an import anywhere in it (at the top or inside a
 function, where a deferred import hides a cycle rather than removes it) is an edge, except
-under ``if TYPE_CHECKING:`` (never run). A package's ``__init__`` importing its own
+under ``if TYPE_CHECKING:`` (never run); so is a module named by a string in a module that
+calls ``importlib.import_module``. A package's ``__init__`` importing its own
 submodules is not a cycle: Python runs a package before its submodules by design, so the
 parent-package step of an import is not an edge.
 """
@@ -54,7 +55,8 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that module ``name`` imports."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     edges: set[str] = set()
-    for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in _imports(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -67,7 +69,26 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
                 f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
             ]
         edges.update(target for target in targets if target in known and target != name)
+    edges.update(_named_for_importlib(tree, known) - {name})
     return edges
+
+
+def _named_for_importlib(tree: ast.AST, known: set[str]) -> set[str]:
+    """In a module that calls ``importlib.import_module``, every string naming a module of
+    ``known``: the modules it imports by name (akadze.cli's table of lazy command groups)."""
+    calls = any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "import_module"
+        for node in ast.walk(tree)
+    )
+    if not calls:
+        return set()
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known
+    }
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -114,6 +135,7 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_walk_sees_the_imports_it_must() -> None:
     graph = import_graph()
     assert "akadze.cli.common" in graph["akadze.cli.jobs"]
+    # by name: akadze.cli mounts its command groups through importlib.import_module
     assert "akadze_codegen.cli" in graph["akadze.cli"]
     # deferred imports count: the codegen group reaches the shared helpers inside a function
     assert "akadze.cli.common" in graph["akadze_codegen.cli"]
