@@ -13,7 +13,9 @@ writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
 enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the reply
 its caller reads. Fragments are constants of this module or files of db/sql/fragments/ (the
 longer ones, written as SQL: ``{settle_steps}``, what a workflow step's end does to the steps
-after it), never user input.
+after it), never user input. A file fragment is written from column 0 and may name other
+fragments; its lines are indented as the line that names it, so that a statement renders as
+if it were written out whole.
 """
 
 from __future__ import annotations
@@ -180,8 +182,28 @@ def _fragment_pattern() -> re.Pattern[str]:
     return re.compile(r"\{(" + "|".join([*FRAGMENTS, *_file_fragments()]) + r")\}")
 
 
-def _fragment(name: str) -> str:
-    return FRAGMENTS[name] if name in FRAGMENTS else _file_fragments()[name]
+@cache
+def _file_fragment(name: str) -> str:
+    """The file fragment NAME, the fragments it names expanded (a file's lines are written from
+    column 0: see _expand)."""
+    return _expand(_file_fragments()[name])
+
+
+def _expand(body: str) -> str:
+    """``body`` with its ``{fragment}`` names expanded. A file fragment's lines after its first
+    are indented as the line that names it, so that a statement renders as if it were written
+    out whole; a code fragment is put as it is."""
+
+    def fragment(match: re.Match[str]) -> str:
+        name = match[1]
+        if name in FRAGMENTS:
+            return FRAGMENTS[name]
+        line = body[body.rfind("\n", 0, match.start()) + 1 : match.start()]
+        indent = line[: len(line) - len(line.lstrip())]
+        first, *others = _file_fragment(name).split("\n")
+        return "\n".join([first, *(indent + other if other else other for other in others)])
+
+    return _fragment_pattern().sub(fragment, body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +231,7 @@ def parse(name: str, raw: str) -> Statement:
     numbered in order of first use for asyncpg (a ``::`` cast is not a parameter). Pure; it
     does not check the SQL."""
     body = _uncommented(raw)
-    body = _fragment_pattern().sub(lambda match: _fragment(match[1]), body.strip())
+    body = _expand(body.strip())
     order: list[str] = []
 
     def number(match: re.Match[str]) -> str:

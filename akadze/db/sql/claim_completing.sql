@@ -112,10 +112,7 @@ per_queue AS (
 -- past :many_queues queues: the priorities present over every queue (none walked up to it)
 many_level AS (
     (
-        SELECT j.priority
-        FROM akadze_jobs AS j
-        WHERE j.state = 'queued'
-            AND j.parked IS NULL
+        {claimable_priority}
             AND j.queue <> ''
             AND cardinality(CAST(:queues AS text[])) > CAST(:many_queues AS integer)
         ORDER BY j.priority DESC
@@ -123,10 +120,7 @@ many_level AS (
     )
     UNION ALL
     SELECT (
-        SELECT j.priority
-        FROM akadze_jobs AS j
-        WHERE j.state = 'queued'
-            AND j.parked IS NULL
+        {claimable_priority}
             AND j.queue <> ''
             AND j.priority < many_level.priority
         ORDER BY j.priority DESC

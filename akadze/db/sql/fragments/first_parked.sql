@@ -3,9 +3,9 @@
 -- clears a group's due_at (claim_limited.sql), and the pruner deletes a group's row
 -- (prune_limit_groups.sql), only when it is NULL.
 (
-    SELECT p.id
-    FROM akadze_jobs AS p
-    WHERE p.limit_grp = g.grp AND p.state = 'queued' AND p.parked = 'limit'
-    ORDER BY p.priority DESC, p.run_at, p.id
+    SELECT r.id
+    FROM akadze_jobs AS r
+    WHERE r.limit_grp = g.grp AND r.state = 'queued' AND r.parked = 'limit'
+    ORDER BY r.priority DESC, r.run_at, r.id
     LIMIT 1
 )

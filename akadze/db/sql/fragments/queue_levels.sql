@@ -4,20 +4,14 @@
 -- above the ready ones are never read.
 level AS (
     (
-        SELECT j.priority
-        FROM akadze_jobs AS j
-        WHERE j.state = 'queued'
-            AND j.parked IS NULL
+        {claimable_priority}
             AND j.queue = q.name
         ORDER BY j.priority DESC
         LIMIT 1
     )
     UNION ALL
     SELECT (
-        SELECT j.priority
-        FROM akadze_jobs AS j
-        WHERE j.state = 'queued'
-            AND j.parked IS NULL
+        {claimable_priority}
             AND j.queue = q.name
             AND j.priority < level.priority
         ORDER BY j.priority DESC
