@@ -2,7 +2,8 @@
 
 Each group lives in its own module (akadze/cli/<group>.py, or the package that owns it) and
 is mounted here by one line in the registration block below; what the groups share (exit
-codes, finding the app and the database, tables) is akadze/cli/common.py.
+codes, finding the app and the database) is akadze/cli/common.py, the options they share
+akadze/cli/options.py, how they print akadze/cli/tables.py.
 
 No group is imported with this module. Each is imported when it is run, or when a help page or
 a typo's suggestions need its name and help line: a worker process holds only the modules it

@@ -1,5 +1,6 @@
 """What every command group shares: errors turned into exit codes (in one place), the app and
-the database a command works on, job ids, and tables.
+the database a command works on, and job ids. The options they share are akadze/cli/options.py;
+how they print, akadze/cli/tables.py.
 
 Exit codes: 0 success, 1 the operation did not apply, 2 bad usage or configuration.
 """
@@ -15,13 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from akadze.cli.tables import (  # the groups import these from here, with the rest
-    Output as Output,
-    OutputOption as OutputOption,
-    print_json as print_json,
-    print_listing as print_listing,
-    print_table as print_table,
-)
 from akadze.errors import AkadzeError
 from akadze.events.logs import LogFormat
 
@@ -182,47 +176,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 # -- the app and the database ------------------------------------------------------------------
 
-AppOption = Annotated[
-    str | None, typer.Option("--app", help="The application as module:attr (or AKADZE_APP).")
-]
-AppArgument = Annotated[
-    str | None, typer.Argument(metavar="APP", help="module:attr of the app (or --app, or AKADZE_APP)")
-]
-UrlOption = Annotated[
-    str | None,
-    typer.Option("--database-url", help="PostgreSQL URL (or AKADZE_DATABASE_URL)."),
-]
-ReadUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--read-database-url",
-        help="A replica to read from (or AKADZE_READ_DATABASE_URL beside AKADZE_DATABASE_URL); "
-        "an app names its own read_database_url.",
-    ),
-]
 READ_URL_ENV = "AKADZE_READ_DATABASE_URL"
-LogLevelOption = Annotated[str, typer.Option(help="Logging level.")]
-LogFormatOption = Annotated[
-    LogFormat,
-    typer.Option(
-        envvar="AKADZE_LOG_FORMAT",
-        case_sensitive=False,
-        help="text, or json: one JSON object per line (ts, level, logger, message; "
-        "a worker's lines add the job's fields).",
-    ),
-]
-#: a second positional where a command takes the app only as --app: refused with a hint
-ExtraArgument = Annotated[str | None, typer.Argument(hidden=True, show_default=False)]
-
-
-def refuse_extra(extra: str | None, command: str) -> None:
-    """Refuse ``akadze jobs show ID APP``: the command's positional is the id, the app goes by option."""
-    if extra is not None:
-        fail(
-            2,
-            f"error: unexpected argument {extra!r}: `akadze {command}` takes the app as "
-            "--app module:attr (or AKADZE_APP)",
-        )
 
 
 def app_for(
@@ -355,8 +309,3 @@ def job_id(text: str, what: str = "job") -> int:
     if not 1 <= value <= MAX_JOB_ID:
         fail(2, f"error: {what} id {text} is out of range: {what} ids run from 1 to {MAX_JOB_ID}")
     return value
-
-
-def when(value: Any) -> str:
-    """A timestamp for a table cell, to the second in ISO 8601 with its offset; "-" for None."""
-    return value.isoformat(timespec="seconds") if value is not None else "-"

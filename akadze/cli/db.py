@@ -7,32 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    Output,
-    OutputOption,
-    UrlOption,
-    database,
-    fail,
-    handled,
-    print_json,
-    print_table,
-    run,
-    when,
-    with_conn,
-)
+from akadze.cli.common import fail, handled, run, with_conn
+from akadze.cli.options import DATABASE, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_json, print_table, when
 
 app = typer.Typer(help="The schema, and the embedded development server.", no_args_is_help=True)
 
 
 @app.command("migrate")
 @handled
-def migrate(
-    app_path: AppArgument = None, app_option: AppOption = None, database_url: UrlOption = None
-) -> None:
+@expand_options
+def migrate(target: Target = DATABASE) -> None:
     """Create or upgrade the schema (idempotent)."""
-    application = database(app_path, app_option, database_url)
+    application = target.database()
 
     async def go() -> list[int]:
         try:
@@ -46,17 +33,13 @@ def migrate(
 
 @app.command("status")
 @handled
-def status(
-    app_path: AppArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    output: OutputOption = Output.TABLE,
-) -> None:
+@expand_options
+def status(target: Target = DATABASE, output: OutputOption = Output.TABLE) -> None:
     """The migrations applied and pending; exit 1 while some are pending."""
     from akadze.db.migrate import migrations
     from akadze.db.status import SchemaStatus, schema_status
 
-    application = database(app_path, app_option, database_url)
+    application = target.database()
 
     async def read(conn: Any) -> SchemaStatus:
         return await schema_status(conn)

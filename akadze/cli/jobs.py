@@ -6,25 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    ExtraArgument,
-    JobIdArgument,
-    Output,
-    OutputOption,
-    ReadUrlOption,
-    UrlOption,
-    database,
-    fail,
-    handled,
-    job_id,
-    print_json,
-    print_listing,
-    refuse_extra,
-    when,
-    with_conn,
-)
+from akadze.cli.common import JobIdArgument, fail, handled, job_id, with_conn
+from akadze.cli.options import BY_OPTION, READ, READ_BY_OPTION, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_json, print_listing, when
 from akadze.job import Job, JobState
 
 if TYPE_CHECKING:
@@ -38,21 +22,19 @@ app = typer.Typer(help="Look at and act on jobs.", no_args_is_help=True)
 
 @app.command("list")
 @handled
+@expand_options
 def list_jobs(
-    app_path: AppArgument = None,
     state: Annotated[JobState | None, typer.Option(help="Only jobs in this state.")] = None,
     task: Annotated[str | None, typer.Option(help="Only jobs of this task.")] = None,
     queue: Annotated[str | None, typer.Option(help="Only jobs of this queue.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10000, help="At most this many, newest first.")] = 50,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
+    target: Target = READ,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """List jobs as a table, newest first (--output json: an array of jobs, without arguments)."""
     from akadze.db.queries import Queries
 
-    application = database(app_path, app_option, database_url, read_database_url)
+    application = target.database()
     found: list[Job] = with_conn(
         application,
         lambda conn: Queries.list_jobs(conn, state=state, task=task, queue=queue, limit=limit),
@@ -77,20 +59,19 @@ def list_jobs(
 
 @app.command("show")
 @handled
+@expand_options
 def show(
     job: JobIdArgument,
-    extra: ExtraArgument = None,
     args: Annotated[bool, typer.Option("--args", help="Also print the job's arguments.")] = False,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
+    target: Target = READ_BY_OPTION,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Show every field of a job (arguments only with --args; --output json: one object)."""
     from akadze.codec import encode_json
     from akadze.db.queries import Queries
 
-    wanted, application = _one_job("show", job, extra, app_option, database_url, read_database_url)
+    wanted = job_id(job)
+    application = target.database()
     found: Job | None = with_conn(application, lambda conn: Queries.get_job(conn, wanted), read=True)
     if found is None:
         fail(1, f"job {wanted} does not exist")
@@ -125,21 +106,6 @@ def show(
         typer.echo(f"  attempt {error.attempt} at {error.at}: {error.type}: {error.message}")
 
 
-def _one_job(
-    command: str,
-    job: str,
-    extra: str | None,
-    app_option: str | None,
-    database_url: str | None,
-    read_database_url: str | None = None,
-) -> tuple[int, Akadze]:
-    """How every command on one job starts: refuse a second positional, read the id (exit 2
-    when it is not one), then the database it works on."""
-    refuse_extra(extra, f"jobs {command} ID")
-    wanted = job_id(job)
-    return wanted, database(None, app_option, database_url, read_database_url)
-
-
 def job_document(job: Job, *, args: bool) -> dict[str, Any]:
     """A job as ``--output json`` prints it: Job's field names, every time in one format (UTC,
     ``Z``); ``args`` is null unless asked for."""
@@ -171,19 +137,14 @@ def _utc_text(stored: str) -> str:
 
 @app.command("explain")
 @handled
-def explain(
-    job: JobIdArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
-    output: OutputOption = Output.TABLE,
-) -> None:
+@expand_options
+def explain(job: JobIdArgument, target: Target = READ_BY_OPTION, output: OutputOption = Output.TABLE) -> None:
     """Say why a job is where it is, from the database alone: waiting for which steps of its
     workflow, delayed until when, its queue paused, no live worker serving it, held by its limit
     and by which jobs (with --app, which knows the limits), unknown to the live workers, running
     where since when, finished with which last error. Exit 1 when the job does not exist."""
-    wanted, application = _one_job("explain", job, extra, app_option, database_url, read_database_url)
+    wanted = job_id(job)
+    application = target.database()
     found = with_conn(application, lambda conn: _explain(conn, wanted, application), read=True)
     if found is None:
         fail(1, f"job {wanted} does not exist")
@@ -238,17 +199,14 @@ def _hooks(application: Akadze) -> Akadze | None:
 
 @app.command("cancel")
 @handled
-def cancel(
-    job: JobIdArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-) -> None:
+@expand_options
+def cancel(job: JobIdArgument, target: Target = BY_OPTION) -> None:
     """Cancel a queued job at once, or ask a running one to stop; exit 1 when it is not active."""
     from akadze.control import request_cancel
     from akadze.db.queries import Queries
 
-    wanted, application = _one_job("cancel", job, extra, app_option, database_url)
+    wanted = job_id(job)
+    application = target.database()
 
     async def act(conn: AsyncConnection) -> tuple[bool, Job | None]:
         changed = await request_cancel(conn, wanted, app=_hooks(application))
@@ -270,19 +228,16 @@ def cancel(
 
 @app.command("requeue")
 @handled
-def requeue(
-    job: JobIdArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-) -> None:
+@expand_options
+def requeue(job: JobIdArgument, target: Target = BY_OPTION) -> None:
     """Put a failed or cancelled job back in the queue; exit 1 when it is neither, or when a
     newer job holds its unique key (akadze.Unique)."""
     from akadze.control import requeue as requeue_job
     from akadze.db.queries import Queries
     from akadze.errors import UniqueConflictError
 
-    wanted, application = _one_job("requeue", job, extra, app_option, database_url)
+    wanted = job_id(job)
+    application = target.database()
 
     async def act(conn: AsyncConnection) -> tuple[Job | None, JobState | None]:
         try:

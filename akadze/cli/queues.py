@@ -6,21 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    ExtraArgument,
-    Output,
-    OutputOption,
-    ReadUrlOption,
-    UrlOption,
-    database,
-    handled,
-    print_listing,
-    refuse_extra,
-    warn,
-    with_conn,
-)
+from akadze.cli.common import handled, warn, with_conn
+from akadze.cli.options import BY_OPTION, READ, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_listing
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -32,13 +20,8 @@ QueueArgument = Annotated[str, typer.Argument(metavar="NAME", help="The queue's 
 
 @app.command("list")
 @handled
-def list_queues(
-    app_path: AppArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
-    output: OutputOption = Output.TABLE,
-) -> None:
+@expand_options
+def list_queues(target: Target = READ, output: OutputOption = Output.TABLE) -> None:
     """Per queue: paused, ready, delayed, held (by a Limit or a workflow's parents), running and
     failed jobs, the oldest ready job's wait and the live workers serving it. Lists the app's
     queues (with --app), and every queue that has a queued, running or failed job, is paused or
@@ -46,7 +29,7 @@ def list_queues(
     from akadze.db.queries import Queries
     from akadze.db.stats import QueueStats
 
-    application = database(app_path, app_option, database_url, read_database_url)
+    application = target.database()
     names = application.queues()
 
     found: list[QueueStats] = with_conn(
@@ -73,39 +56,28 @@ def list_queues(
 
 @app.command("pause")
 @handled
-def pause(
-    name: QueueArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-) -> None:
+@expand_options
+def pause(name: QueueArgument, target: Target = BY_OPTION) -> None:
     """Stop every worker taking jobs from queue NAME (running jobs finish; enqueue still works).
     Exit 0, saying whether it changed anything; the queue need not have any job yet."""
-    _switch(name, extra, app_option, database_url, pause=True)
+    _switch(name, target, pause=True)
 
 
 @app.command("resume")
 @handled
-def resume(
-    name: QueueArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-) -> None:
+@expand_options
+def resume(name: QueueArgument, target: Target = BY_OPTION) -> None:
     """Let workers take jobs from queue NAME again, waking them at once. Exit 0, saying whether
     it changed anything."""
-    _switch(name, extra, app_option, database_url, pause=False)
+    _switch(name, target, pause=False)
 
 
-def _switch(
-    name: str, extra: str | None, app_option: str | None, database_url: str | None, *, pause: bool
-) -> None:
+def _switch(name: str, target: Target, *, pause: bool) -> None:
     from akadze.db.queries import Queries
     from akadze.job import check_name
 
-    refuse_extra(extra, f"queues {'pause' if pause else 'resume'} NAME")
     check_name("queue", name)
-    application = database(None, app_option, database_url)
+    application = target.database()
     known = application.queues()
     if application.tasks and name not in known:
         # an app that knows its queues (--app, AKADZE_APP) catches a typo, as `worker -q` does;

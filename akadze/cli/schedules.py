@@ -7,17 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    Output,
-    OutputOption,
-    app_for,
-    handled,
-    print_json,
-    print_listing,
-    run,
-)
+from akadze.cli.common import handled, run
+from akadze.cli.options import APP_ONLY, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_json, print_listing
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -28,13 +20,12 @@ app = typer.Typer(help="Periodic schedules.", no_args_is_help=True)
 
 @app.command("list")
 @handled
-def list_schedules(
-    app_path: AppArgument = None, app_option: AppOption = None, output: OutputOption = Output.TABLE
-) -> None:
+@expand_options
+def list_schedules(target: Target = APP_ONLY, output: OutputOption = Output.TABLE) -> None:
     """List the schedules: name, task, expression, zone, last and next fire time."""
     from akadze.schedule import next_fire_after
 
-    application = app_for(app_path, app_option, "schedules list")
+    application = target.app("schedules list")
     schedules = sorted(application.schedules.values(), key=lambda s: s.name)
     if not schedules:
         run(application.dispose())

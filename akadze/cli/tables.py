@@ -1,5 +1,5 @@
-"""How a command prints: aligned tables without borders, and ``--output json`` (one JSON document
-on stdout and nothing else). akadze/cli/common.py re-exports these names for the groups."""
+"""How a command prints: aligned tables without borders (and their time cells), and ``--output
+json`` (one JSON document on stdout and nothing else)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,8 @@ def print_listing(
         typer.echo(empty)
         return
     print_table(header, [row(item) for item in found])
+
+
+def when(value: Any) -> str:
+    """A timestamp for a table cell, to the second in ISO 8601 with its offset; "-" for None."""
+    return value.isoformat(timespec="seconds") if value is not None else "-"

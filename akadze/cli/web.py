@@ -18,18 +18,8 @@ from typing import Annotated
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    LogFormatOption,
-    LogLevelOption,
-    app_for,
-    fail,
-    handled,
-    log_to,
-    run,
-)
-from akadze.events.logs import LogFormat
+from akadze.cli.common import fail, handled, run
+from akadze.cli.options import APP_ONLY, LOGS, Logs, Target, expand_options
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -54,8 +44,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 @handled
+@expand_options
 def web(
-    app_path: AppArgument = None,
     host: Annotated[
         str, typer.Option(help="Address to bind; 0.0.0.0 exposes it: put auth in front.")
     ] = "127.0.0.1",
@@ -64,17 +54,16 @@ def web(
     hide_args: Annotated[
         bool, typer.Option("--hide-args", help="Never show a job's arguments or result.")
     ] = False,
-    log_level: LogLevelOption = "INFO",
-    log_format: LogFormatOption = LogFormat.TEXT,
-    app_option: AppOption = None,
+    logs: Logs = LOGS,
+    target: Target = APP_ONLY,
 ) -> None:
     """Serve the dashboard of APP (jobs, trends, queues, schedules, workers) at http://HOST:PORT/.
 
     It has no login of its own: bind it to localhost (the default), or mount
     akadze.web.create_app(app, auth=...) in your own service (docs/dashboard.md). Each action
     is logged (akadze.web); requests are not."""
-    log_to(log_level, log_format)
-    application = app_for(app_path, app_option, "web")
+    logs.start()
+    application = target.app("web")
     from akadze.web import create_app
 
     dashboard = create_app(application, read_only=read_only, show_args=not hide_args)
@@ -103,7 +92,9 @@ def web(
             # the database first: unreachable, missing or unmigrated is one line and exit 2
             await check_schema(application.engine)
             sock = listening_socket(host, port)
-            config = uvicorn.Config(dashboard, log_config=None, log_level=log_level.lower(), access_log=False)
+            config = uvicorn.Config(
+                dashboard, log_config=None, log_level=logs.level.lower(), access_log=False
+            )
             shown = host if ":" not in host else f"[{host}]"
             typer.echo(f"akadze dashboard on http://{shown}:{port}/ (Ctrl-C to stop)")
             try:

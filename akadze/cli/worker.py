@@ -9,19 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    LogFormatOption,
-    LogLevelOption,
-    app_for,
-    fail,
-    handled,
-    log_to,
-    run,
-    warn,
-)
-from akadze.events.logs import LogFormat
+from akadze.cli.common import fail, handled, run, warn
+from akadze.cli.options import LOGS, Logs, Target, expand_options
 
 if TYPE_CHECKING:
     from akadze.app import Akadze
@@ -45,18 +34,17 @@ def quiet_lost_cancel_requests(loop: asyncio.AbstractEventLoop, context: dict[st
     loop.default_exception_handler(context)
 
 
+#: APP or --app, and the --database-url of an app that reads AKADZE_DATABASE_URL (app_for)
+APP_AND_URL = Target.options(
+    url="The database of an app built with Akadze() alone (or AKADZE_DATABASE_URL); "
+    "an app built with its own URL or engine is refused with it."
+)
+
+
 @handled
+@expand_options
 def worker(
-    app_path: AppArgument = None,
-    app_option: AppOption = None,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            help="The database of an app built with Akadze() alone (or AKADZE_DATABASE_URL); "
-            "an app built with its own URL or engine is refused with it.",
-        ),
-    ] = None,
+    target: Target = APP_AND_URL,
     queue: Annotated[
         list[str] | None, typer.Option("-q", "--queue", help="A queue to serve (repeatable).")
     ] = None,
@@ -86,8 +74,7 @@ def worker(
             "worker stops it and it ends cancelled (default: never; docs/outcomes.md).",
         ),
     ] = None,
-    log_level: LogLevelOption = "INFO",
-    log_format: LogFormatOption = LogFormat.TEXT,
+    logs: Logs = LOGS,
     log_tracebacks: Annotated[
         bool, typer.Option(help="Log a failed run's traceback even above DEBUG.")
     ] = False,
@@ -107,9 +94,9 @@ def worker(
     """Run a worker (all queues of the app's tasks when no -q)."""
     from akadze.worker import Worker
 
-    log_to(log_level, log_format, tracebacks=log_tracebacks)
+    logs.start(tracebacks=log_tracebacks)
     queues = _queues(queue)
-    application = app_for(app_path, app_option, "worker", database_url)
+    application = target.app("worker")
     if queues:
         _warn_unused(application, queues)
 

@@ -6,19 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from akadze.cli.common import (
-    AppArgument,
-    AppOption,
-    Output,
-    OutputOption,
-    ReadUrlOption,
-    UrlOption,
-    database,
-    handled,
-    print_listing,
-    when,
-    with_conn,
-)
+from akadze.cli.common import handled, with_conn
+from akadze.cli.options import READ, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_listing, when
 
 if TYPE_CHECKING:
     pass
@@ -31,19 +21,14 @@ JSON_KEYS = ("id", "name", "host", "pid", "queues", "slots", "started_at", "hear
 
 @app.command("list")
 @handled
-def list_workers(
-    app_path: AppArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
-    output: OutputOption = Output.TABLE,
-) -> None:
+@expand_options
+def list_workers(target: Target = READ, output: OutputOption = Output.TABLE) -> None:
     """Every live worker (heartbeat within its lost_after): id, name, queues, slots, start, last
     heartbeat and the jobs it runs now."""
     from akadze.db.queries import Queries
     from akadze.db.stats import LiveWorker
 
-    application = database(app_path, app_option, database_url, read_database_url)
+    application = target.database()
 
     found: list[LiveWorker] = with_conn(
         application, lambda conn: Queries.live_workers(conn, max_ids=0), read=True

@@ -6,28 +6,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from akadze.cli.common import (
-    AppOption,
-    ExtraArgument,
-    Output,
-    OutputOption,
-    ReadUrlOption,
-    UrlOption,
-    database,
-    fail,
-    handled,
-    job_id,
-    print_json,
-    print_table,
-    refuse_extra,
-    when,
-    with_conn,
-)
+from akadze.cli.common import fail, handled, job_id, with_conn
+from akadze.cli.options import BY_OPTION, READ_BY_OPTION, Target, expand_options
+from akadze.cli.tables import Output, OutputOption, print_json, print_table, when
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from akadze.app import Akadze
     from akadze.db.graph import StepView, WorkflowView
 
 app = typer.Typer(
@@ -41,30 +26,11 @@ WorkflowIdArgument = Annotated[
 AFTER_NAMED = 5
 
 
-def _one_workflow(
-    command: str,
-    workflow: str,
-    extra: str | None,
-    app_option: str | None,
-    database_url: str | None,
-    read_database_url: str | None = None,
-) -> tuple[int, Akadze]:
-    """How every command on one workflow starts: refuse a second positional, read the id (exit 2
-    when it is not one), then the database it works on."""
-    refuse_extra(extra, f"workflows {command} ID")
-    wanted = job_id(workflow, "workflow")
-    return wanted, database(None, app_option, database_url, read_database_url)
-
-
 @app.command("show")
 @handled
+@expand_options
 def show(
-    workflow: WorkflowIdArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-    read_database_url: ReadUrlOption = None,
-    output: OutputOption = Output.TABLE,
+    workflow: WorkflowIdArgument, target: Target = READ_BY_OPTION, output: OutputOption = Output.TABLE
 ) -> None:
     """Show a workflow's steps as a table, level by level: each step's job, task, state (waiting:
     queued until its parents finish), attempts and the steps it waits for (--output json: one
@@ -72,7 +38,8 @@ def show(
     from akadze.db.graph import levels
     from akadze.db.queries import Queries
 
-    wanted, application = _one_workflow("show", workflow, extra, app_option, database_url, read_database_url)
+    wanted = job_id(workflow, "workflow")
+    application = target.database()
     found: WorkflowView | None = with_conn(
         application, lambda conn: Queries.workflow_steps(conn, wanted), read=True
     )
@@ -142,19 +109,16 @@ def workflow_document(found: WorkflowView, level: dict[int, int]) -> dict[str, A
 
 @app.command("cancel")
 @handled
-def cancel(
-    workflow: WorkflowIdArgument,
-    extra: ExtraArgument = None,
-    app_option: AppOption = None,
-    database_url: UrlOption = None,
-) -> None:
+@expand_options
+def cancel(workflow: WorkflowIdArgument, target: Target = BY_OPTION) -> None:
     """Cancel every unfinished step of a workflow in one transaction: queued steps (waiting or
     ready) end cancelled now, running ones are asked to stop (as `jobs cancel`); finished steps
     stay as they are. Exit 1 when there is no such workflow or no step is unfinished."""
     from akadze.db.queries import Queries
     from akadze.workflow import cancel_workflow
 
-    wanted, application = _one_workflow("cancel", workflow, extra, app_option, database_url)
+    wanted = job_id(workflow, "workflow")
+    application = target.database()
     hooks = application if application.hooks.on_transition else None
 
     async def act(conn: AsyncConnection) -> tuple[int, WorkflowView | None]:

@@ -175,10 +175,10 @@ def test_the_contract_walk_sees_every_group() -> None:
 def test_every_command_takes_app_as_option_and_positionally_when_it_has_no_other(name: str) -> None:
     command = leaf_commands()[name]
     options = {opt for param in command.params for opt in getattr(param, "opts", [])}
-    assert "--app" in options, f"akadze {name}: add `app_option: AppOption = None` (akadze/cli/common.py)"
+    assert "--app" in options, f"akadze {name}: take `target: Target = DATABASE` (akadze/cli/options.py)"
     positionals = [p for p in command.params if p.param_type_name == "argument" and not p.hidden]
     if not [p for p in positionals if p.name != "app_path"]:
         assert [p.name for p in positionals] == ["app_path"], (
-            f"akadze {name} has no other positional: take `app_path: AppArgument = None` "
-            "and pass it to database() / app_for()"
+            f"akadze {name} has no other positional: take a `target: Target` whose set has APP "
+            "(DATABASE, READ, APP_ONLY; akadze/cli/options.py)"
         )
