@@ -302,6 +302,10 @@ class JobDefaults(Protocol):
     def unique(self) -> Unique | None:
         """One job per key, or None."""
 
+    @property
+    def limit(self) -> Limit | None:
+        """The task's Limit when the producer knows it (a due job is then parked at enqueue)."""
+
 
 @dataclass(frozen=True, slots=True)
 class EnqueueOptions:
@@ -363,4 +367,5 @@ class EnqueueOptions:
             delay_s=self.delay.total_seconds() if self.delay is not None else 0.0,
             expires_at=self.expires_at,
             unique=defaults.unique,
+            limit=defaults.limit,
         )

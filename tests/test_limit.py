@@ -339,7 +339,9 @@ async def test_a_rate_permit_is_spent_for_its_window(app: Akadze, database_url: 
 async def test_a_cancelled_or_expired_job_of_a_full_limit_still_ends_at_claim(
     app: Akadze, database_url: str
 ) -> None:
-    @app.task("t", limit=Limit(concurrency=1))
+    # declared without its Limit, as by a producer that does not know it: the jobs go to the
+    # claim index, where the claim meets them (a producer that knows the Limit parks them)
+    @app.task("t")
     async def t() -> None: ...
 
     await t.enqueue()
@@ -435,8 +437,13 @@ async def test_the_generic_plan_of_the_limited_claim_reads_only_indexes(database
         "INSERT INTO akadze_jobs (task, queue, args, parked, limit_grp) "
         "SELECT 'limited', 'default', '{\"k\": 1}', 'limit', '[\"limited\", 1]' "
         "FROM generate_series(1, 60000)",
+        # and the arrival rows of jobs parked by their enqueue, one per enqueue statement
+        "INSERT INTO akadze_limit_arrivals (queue, task, grp) "
+        "SELECT 'default', 'limited', CAST(jsonb_build_array('limited', n % 100) AS text) "
+        "FROM generate_series(1, 5000) AS n",
         "ANALYZE akadze_jobs",
         "ANALYZE akadze_limit_groups",
+        "ANALYZE akadze_limit_arrivals",
     )
     stmt = statement("claim_limited")
     types = {
@@ -514,7 +521,9 @@ async def test_the_pruner_deletes_idle_limit_groups_and_keeps_a_group_that_runs(
 ) -> None:
     from akadze.worker.pruner import prune
 
-    @app.task("t", limit=Limit(concurrency=1, key="k"))
+    # the producer does not know the Limit: the claim takes the jobs from the claim index and
+    # writes their groups' rows, none of which is then due
+    @app.task("t")
     async def t(k: int) -> None: ...
 
     await t.enqueue_many([{"k": k} for k in range(3)])

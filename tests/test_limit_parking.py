@@ -103,7 +103,9 @@ async def claim_buffers(database_url: str, limits: dict[str, Limit], limit: int 
 
 
 async def test_held_jobs_are_parked_and_leave_the_claim_index(app: Akadze, database_url: str) -> None:
-    @app.task("one", limit=Limit(concurrency=1))
+    # declared without its Limit, as by a producer that does not know it: its jobs enter the
+    # claim index, and the claim that meets them parks them
+    @app.task("one")
     async def one(n: int) -> None: ...
 
     @app.task("free")
@@ -275,3 +277,71 @@ async def test_the_limited_claim_walks_priorities_past_delayed_jobs(app: Akadze,
     jobs, _ = await claim(database_url, limits)
     assert len(jobs) == 5
     assert buffers < 300, buffers
+
+
+async def test_a_producer_that_knows_the_limit_parks_its_jobs_so_a_backlog_never_enters_the_claim_index(
+    app: Akadze, database_url: str
+) -> None:
+    """A backlog enqueued at once ahead of ordinary jobs: parked by its enqueue, so the first
+    claim takes the ordinary jobs behind it (a claim that had to park it would take only the
+    backlog's first job and read it a thousand at a time before reaching them)."""
+
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None: ...
+
+    @app.task("free")
+    async def free(n: int) -> None: ...
+
+    await one.enqueue_many([{"n": n} for n in range(3000)])
+    await free.enqueue_many([{"n": n} for n in range(5)])  # behind the held ones
+    limits = {"one": Limit(concurrency=1)}
+    first, _ = await claim(database_url, limits, 10)
+    assert sorted(job.task for job in first) == ["free"] * 5 + ["one"]
+    rows = await fetch(
+        database_url,
+        "SELECT parked, limit_grp, count(*) AS n FROM akadze_jobs WHERE state = 'queued' GROUP BY 1, 2",
+    )
+    assert [(r["parked"], r["limit_grp"], r["n"]) for r in rows] == [("limit", '["one", null]', 2999)]
+    # the claim read the batch's one arrival row and deleted it; the group stays due (full)
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_limit_arrivals") == 0
+    assert await fetchval(database_url, "SELECT due_at IS NOT NULL FROM akadze_limit_groups") is True
+
+
+async def test_a_key_with_one_job_parked_at_enqueue_starts_at_the_next_claim_behind_a_hot_key(
+    app: Akadze, database_url: str
+) -> None:
+    @app.task("t", limit=Limit(concurrency=1, key="k"))
+    async def t(k: str, n: int) -> None: ...
+
+    for n in range(200):  # one by one: an arrival row each
+        await t.enqueue(k="hot", n=n)
+    await t.enqueue(k="small", n=0)
+    limits = {"t": Limit(concurrency=1, key="k")}
+    first, _ = await claim(database_url, limits, 10)
+    assert sorted(job.args["k"] for job in first) == ["hot", "small"]
+    assert await fetchval(database_url, "SELECT count(*) FROM akadze_limit_arrivals") == 0
+
+
+async def test_jobs_parked_at_enqueue_all_run_one_at_a_time_under_their_limit(
+    app: Akadze, database_url: str
+) -> None:
+    """Each parked job is taken once its group has room, never two at once, none left behind;
+    a delayed job of the task is not parked and not taken before it is due."""
+    from datetime import timedelta
+
+    @app.task("one", limit=Limit(concurrency=1))
+    async def one(n: int) -> None: ...
+
+    await one.enqueue_many([{"n": n} for n in range(20)])
+    later = await one.using(delay=timedelta(hours=1)).enqueue(n=99)
+    assert await fetchval(database_url, f"SELECT parked FROM akadze_jobs WHERE id = {later.id}") is None
+    limits = {"one": Limit(concurrency=1)}
+    seen: list[int] = []
+    for _ in range(60):
+        jobs, _ = await claim(database_url, limits, 10)
+        assert len(jobs) <= 1
+        if jobs:
+            seen.append(jobs[0].args["n"])
+            await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {jobs[0].id}")
+    assert seen == list(range(20))
+    assert await fetchval(database_url, f"SELECT state FROM akadze_jobs WHERE id = {later.id}") == "queued"

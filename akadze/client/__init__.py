@@ -40,7 +40,7 @@ from akadze.codec.stored import MAX_JSON_DEPTH, check_payload
 from akadze.db.insert import insert_jobs
 from akadze.db.queries import NewJobs
 from akadze.errors import ArgsTooDeepError, ConfigError, JobNotFoundError
-from akadze.flow import Unique
+from akadze.flow import Limit, Unique
 from akadze.job import Job, JobState
 from akadze.task import EnqueueOptions, Enqueuer, Session
 from akadze.workflow import Call
@@ -242,6 +242,7 @@ class RemoteTask(Enqueuer, Generic[A, R]):
         args_fp: str,
         args_type: object,
         unique: Unique | None = None,
+        limit: Limit | None = None,
     ) -> None:
         self.name = name
         self.queue = queue
@@ -257,6 +258,9 @@ class RemoteTask(Enqueuer, Generic[A, R]):
         self._options = EnqueueOptions()
         #: the worker's Unique, from the manifest: the same key, so the same one job
         self.unique = unique
+        #: the worker's Limit, from the manifest: a job due now is parked by its enqueue, as the
+        #: worker's own enqueue parks it (docs/flow-control.md, "Parked at enqueue")
+        self.limit = limit
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} queue={self.queue!r}>"

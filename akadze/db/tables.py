@@ -234,6 +234,11 @@ limit_groups = Table(
 )
 _partial("akadze_limit_groups_due_idx", limit_groups.c.due_at, where="due_at IS NOT NULL")
 
+# the groups of jobs parked by the enqueue that wrote them, until a claim reads them
+# (0018_limit_arrivals.sql)
+limit_arrivals = Table("akadze_limit_arrivals", metadata, *_required(queue=Text, task=Text, grp=Text))
+Index("akadze_limit_arrivals_idx", limit_arrivals.c.queue, limit_arrivals.c.task, limit_arrivals.c.grp)
+
 queue_pauses = Table(
     "akadze_queue_pauses",
     metadata,

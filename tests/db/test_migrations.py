@@ -38,6 +38,7 @@ RELEASED = {
     (15, "limit_parking"): "3292bbbefd7276324c59d83727df846ccd4bc7e8816ef8aa79f454a95e966f9d",
     (16, "workflows"): "bd57cf72c17d088e93b0fe13ab3b50c6eb36db0f73d294266fb281e5375261bf",
     (17, "workflow_step_indexes"): "97e083f03ab223b99056dd5aeab4f9e538c4fbabd617e2ce4582ca458ca90ece",
+    (18, "limit_arrivals"): "5838fcdea79790799fa1475c90bef81c40989d315afa29bcde78f0dd97456866",
 }
 #: every shipped version, in order
 VERSIONS = sorted(version for version, _ in RELEASED)

@@ -13,7 +13,7 @@ from akadze.codec.stored import row_to_job
 from akadze.db.queries.connection import Connection, fetch
 from akadze.db.sql import Statement, statement
 from akadze.events.trace_context import split
-from akadze.flow import Unique
+from akadze.flow import Limit, Unique
 from akadze.job import Job, JobState
 
 
@@ -32,6 +32,15 @@ class NewJobs(msgspec.Struct, frozen=True):
     trace_context: str | None = None
     #: the task's Unique: enqueue goes through enqueue_unique
     unique: Unique | None = None
+    #: the task's Limit, when the producer knows it: a job due now goes in parked
+    #: (enqueue_parked*.sql), out of the claim index; None: a claim parks it if its group is full
+    limit: Limit | None = None
+
+    @property
+    def parks(self) -> bool:
+        """Whether these jobs are parked by their enqueue: a limited task's jobs due now, not
+        unique (a unique enqueue keeps its own statement; a claim parks those)."""
+        return self.limit is not None and self.unique is None and self.run_at is None and self.delay_s == 0
 
 
 class EnqueueQueries:
@@ -44,30 +53,40 @@ class EnqueueQueries:
         ``args`` decoded. A job ready now wakes listening workers when it commits."""
         if new.run_at is None and new.delay_s == 0:
             return await EnqueueQueries.enqueue_now(conn, new, args)
-        rows = await fetch(conn, statement("enqueue"), _new_params(new, args))
+        stmt = statement("enqueue")
+        rows = await fetch(conn, stmt, _params(stmt, new, args))
         return _new_job(new, rows[0], args)
 
     @staticmethod
     async def enqueue_now(conn: Connection, new: NewJobs, args: str) -> Job:
         """enqueue for a job ready at once (no delay, no run_at): a simpler, faster statement."""
+        if new.parks:
+            return await EnqueueQueries.enqueue_parked(conn, new, args)
         stmt = statement("enqueue_now")
-        every = _new_params(new, args)
-        rows = await fetch(conn, stmt, {name: every[name] for name in stmt.params})
+        rows = await fetch(conn, stmt, _params(stmt, new, args))
+        return _new_job(new, rows[0], args)
+
+    @staticmethod
+    async def enqueue_parked(conn: Connection, new: NewJobs, args: str) -> Job:
+        """enqueue_now for a job of a task whose Limit the producer knows (NewJobs.parks): the
+        job goes in parked, with an arrival row for its group that the next limited claim reads."""
+        stmt = statement("enqueue_parked")
+        rows = await fetch(conn, stmt, _params(stmt, new, args))
         return _new_job(new, rows[0], args)
 
     @staticmethod
     async def enqueue_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
         """One statement for the batch: the arguments go as one JSON array, and the ids come
         back as one array (run_at and created_at are the same for every row of a statement)."""
-        whole = "[" + ",".join(args) + "]"
-        rows = await fetch(conn, statement("enqueue_batch"), _new_params(new, whole))
-        row = rows[0]
-        ids: list[int] = row["ids"]
-        decoded: list[dict[str, Any]] = msgspec.json.decode(whole)
-        first = _new_job(new, {"id": 0, "run_at": row["run_at"], "created_at": row["created_at"]}, None)
-        return [
-            replace(first, id=job_id, args=job_args) for job_id, job_args in zip(ids, decoded, strict=True)
-        ]
+        if new.parks:
+            return await EnqueueQueries.enqueue_parked_batch(conn, new, args)
+        return await _insert_batch(conn, statement("enqueue_batch"), new, args)
+
+    @staticmethod
+    async def enqueue_parked_batch(conn: Connection, new: NewJobs, args: Sequence[str]) -> list[Job]:
+        """enqueue_batch for jobs due now of a task whose Limit the producer knows: parked, with
+        one arrival row per group of the batch."""
+        return await _insert_batch(conn, statement("enqueue_parked_batch"), new, args)
 
     @staticmethod
     async def enqueue_unique(
@@ -134,8 +153,26 @@ def _new_params(new: NewJobs, args: str | list[str]) -> dict[str, Any]:
         "run_at": new.run_at,
         "delay_s": new.delay_s,
         "expires_at": new.expires_at,
+        "limit_key": None if new.limit is None else new.limit.key,
         **dict(zip(("trace_context", "trace_parent"), split(new.trace_context), strict=True)),
     }
+
+
+async def _insert_batch(conn: Connection, stmt: Statement, new: NewJobs, args: Sequence[str]) -> list[Job]:
+    """Run ``stmt``, enqueue_batch or enqueue_parked_batch, and make the Jobs it inserted."""
+    whole = "[" + ",".join(args) + "]"
+    rows = await fetch(conn, stmt, _params(stmt, new, whole))
+    row = rows[0]
+    ids: list[int] = row["ids"]
+    decoded: list[dict[str, Any]] = msgspec.json.decode(whole)
+    first = _new_job(new, {"id": 0, "run_at": row["run_at"], "created_at": row["created_at"]}, None)
+    return [replace(first, id=job_id, args=job_args) for job_id, job_args in zip(ids, decoded, strict=True)]
+
+
+def _params(stmt: Statement, new: NewJobs, args: str) -> dict[str, Any]:
+    """The parameters of ``stmt``, one of the enqueue statements, for ``new`` and ``args``."""
+    every = _new_params(new, args)
+    return {name: every[name] for name in stmt.params}
 
 
 def _unique_params(stmt: Statement, new: NewJobs, args: list[str], keys: list[str]) -> dict[str, Any]:

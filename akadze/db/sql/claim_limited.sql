@@ -12,6 +12,13 @@
 -- the room it finds. So whatever the number of held jobs, a claim reads the ready jobs of its
 -- queues, a few parked ones per group with room, and one probe per due group.
 --
+-- Parked at enqueue. A producer that knows the task's Limit parks a job due now itself
+-- (enqueue_parked.sql) and writes an arrival row for its group in the same statement; a claim
+-- finds the groups of the arrival rows it sees (per queue and task, up to :limit groups), looks at
+-- their parked jobs as at a due group's, and deletes those rows. A row commits with its jobs, so
+-- the claim that deletes it sees them, and a group looked at keeps a due_at while parked jobs may
+-- remain (the rules below): no job parked at enqueue is left without a claim to look for it.
+--
 -- Reading. Per queue, akadze_jobs_claim_idx in claim order, the priorities walked one by one as
 -- claim_completing.sql does (delayed jobs above the ready ones are never read), the first
 -- :scan entries (the claim's size; more right after a claim that parked: the fetcher passes
@@ -112,10 +119,66 @@ from_index AS (
         LEFT JOIN lim AS l ON l.task = s.task
     ) AS g
 ),
+arrived AS MATERIALIZED (
+    -- the groups of jobs parked by their enqueue (enqueue_parked.sql), from the arrival rows of
+    -- this worker's queues (not paused) and limited tasks: per queue and task its distinct
+    -- groups, one probe of akadze_limit_arrivals_idx each (a loose index scan), at most :limit
+    SELECT a.queue, a.task, a.grp
+    FROM unnest(CAST(:queues AS text[])) AS q(name)
+    CROSS JOIN lim AS l
+    CROSS JOIN LATERAL (
+        WITH RECURSIVE walk(grp) AS (
+            (
+                SELECT x.grp
+                FROM akadze_limit_arrivals AS x
+                WHERE x.queue = q.name AND x.task = l.task
+                ORDER BY x.grp
+                LIMIT 1
+            )
+            UNION ALL
+            SELECT (
+                SELECT x.grp
+                FROM akadze_limit_arrivals AS x
+                WHERE x.queue = q.name AND x.task = l.task AND x.grp > walk.grp
+                ORDER BY x.grp
+                LIMIT 1
+            )
+            FROM walk
+            WHERE walk.grp IS NOT NULL
+        )
+        SELECT q.name AS queue, l.task, walk.grp
+        FROM walk
+        WHERE walk.grp IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
+        LIMIT CAST(:limit AS bigint)
+    ) AS a
+    LIMIT CAST(:limit AS bigint)
+),
+consumed AS (
+    -- the arrival rows of those groups that this statement sees, deleted: this claim looks at the
+    -- groups' parked jobs, and it sees every job committed with a row it sees. Rows another claim
+    -- holds are skipped (that claim looks at the group), so claims never wait here. At most
+    -- 10,000 a claim: a group with more rows (one per enqueue statement) is found again. The
+    -- rows by TID through unnest(ARRAY(...)), which a plan takes for 10 whatever the table holds
+    DELETE FROM akadze_limit_arrivals AS a
+    WHERE a.ctid = ANY (ARRAY(
+        SELECT x.tid
+        FROM arrived AS r
+        CROSS JOIN LATERAL (
+            SELECT y.ctid AS tid
+            FROM akadze_limit_arrivals AS y
+            WHERE y.queue = r.queue AND y.task = r.task AND y.grp = r.grp
+            LIMIT 10000
+            FOR UPDATE SKIP LOCKED
+        ) AS x
+        LIMIT 10000
+    ))
+),
 due AS MATERIALIZED (
     -- the groups whose parked jobs this claim looks at: due ones of this worker's tasks, oldest
-    -- first, and those of the limited jobs this worker ended since its last claim. Not locked
-    -- here: the rows are locked where they are written, in group order
+    -- first, those of jobs parked by their enqueue, and those of the limited jobs this worker
+    -- ended since its last claim. Not locked here: the rows are locked where they are written,
+    -- in group order
     (
         SELECT d.grp
         FROM akadze_limit_groups AS d
@@ -124,6 +187,8 @@ due AS MATERIALIZED (
         ORDER BY d.due_at
         LIMIT CAST(:limit AS bigint)
     )
+    UNION
+    SELECT arrived.grp FROM arrived
     UNION
     -- one primary-key probe per id (with no id, nothing is read)
     SELECT f.limit_grp
@@ -299,9 +364,10 @@ granted AS (
         n.grant,
         pg_current_xact_id(),
         now(),
-        -- a new row: due only when this claim parks jobs of it
+        -- a new row: due only when this claim parks jobs of it, or looked at jobs parked by
+        -- their enqueue and left some (a full share read, or no room for any)
         CASE
-            WHEN NOT (n.parks OR n.grant < n.wanted) THEN NULL
+            WHEN NOT (n.parks OR n.grant < n.wanted OR (n.examined AND (n.ask = 0 OR n.got >= n.ask))) THEN NULL
             WHEN (least(n.conc - n.base - n.grant, n.rate - n.grant) > 0) IS NOT FALSE THEN now()
             ELSE least(
                 now() + make_interval(secs => CAST(:recheck_s AS double precision)),
@@ -453,3 +519,5 @@ UNION ALL
 SELECT {no_job_row}, EXISTS (SELECT 1 FROM parking)
 WHERE EXISTS (SELECT 1 FROM parking)
     OR EXISTS (SELECT 1 FROM wanted AS w WHERE w.examined AND w.ask > 0 AND w.got >= w.ask)
+    -- the walk of the arrivals stopped at :limit groups: there may be more
+    OR (SELECT count(*) FROM arrived) >= CAST(:limit AS bigint)
