@@ -70,6 +70,8 @@ STATES = [
     "held_parked",
     "held_1m_parked",
     "hot_key_parked",
+    "held_1m_arrived",
+    "hot_key_arrived",
     "queues_100",
     "queues_1000",
     "queues_1000_each",
@@ -99,10 +101,15 @@ LIMITED: dict[str, tuple[str, int | None, int | None, bool]] = {
     "held_parked": (HELD_TASK, None, None, True),
     "held_1m_parked": (HELD_TASK, -1, None, True),
     "hot_key_parked": (KEYED_TASK, -1, 1, True),
+    "held_1m_arrived": (HELD_TASK, -1, None, True),
+    "hot_key_arrived": (KEYED_TASK, -1, 1, True),
 }
 #: states whose held jobs are parked (as claims leave them) and vacuumed before the drain: the
 #: steady state, after the first claims met the backlog and a vacuum came by
 PARKED_STATES = frozenset({"held_parked", "held_1m_parked", "hot_key_parked"})
+#: states whose held jobs were parked by their enqueue (a producer that knows the Limit:
+#: enqueue_parked_batch.sql), enqueued in batches of 1,000, not yet looked at by any claim
+ARRIVED_STATES = frozenset({"held_1m_arrived", "hot_key_arrived"})
 
 #: succeeded rows as the completion leaves them, finished 50 ms apart up to now (within retention)
 FINISHED_SQL = """
@@ -192,6 +199,19 @@ WITH p AS (
 UPDATE akadze_limit_groups AS g SET due_at = now() + interval '1 second'
 FROM (SELECT DISTINCT p.limit_grp FROM p) AS d
 WHERE g.grp = d.limit_grp
+"""
+#: the *_arrived states: the held jobs as enqueue_parked_batch.sql leaves them, in batches of
+#: 1,000 (an arrival row per batch and group)
+ARRIVE_HELD_SQL = """
+WITH p AS (
+    UPDATE akadze_jobs SET parked = 'limit', limit_grp = CAST(jsonb_build_array(task, args -> 'k') AS text)
+    WHERE task = $1 AND state = 'queued'
+    RETURNING id, limit_grp
+)
+INSERT INTO akadze_limit_arrivals (queue, task, grp)
+SELECT $2, $1, p.limit_grp
+FROM p
+GROUP BY p.limit_grp, p.id / 1000
 """
 #: point 2 and 3: one job of a key not seen before, enqueued behind the backlog
 SMALL_KEY_SQL = """
@@ -590,6 +610,8 @@ class Harness:
                     await conn.execute(HOLDER_SQL, str(uuid.uuid4()), task, queue)
                     if state in PARKED_STATES:
                         await conn.execute(PARK_HELD_SQL, task)
+                    elif state in ARRIVED_STATES:
+                        await conn.execute(ARRIVE_HELD_SQL, task, queue)
                 else:  # a fair share: nothing holds it; measured parked, before the drain
                     await conn.execute(PARK_SQL, task)
             return count
