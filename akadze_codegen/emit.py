@@ -261,6 +261,8 @@ def _task(task: ir.TaskSignature, scope: Scope) -> list[str]:
     ]
     if task.unique is not None:
         items.append(f"unique={_unique_call(task.unique)}")
+    if task.limit is not None:
+        items.append(f"limit={_limit_call(task.limit)}")
     head = f"{task.attr}: _t.Final = "
     if nodes.fits(f"{head}{cls}("):
         instance = nodes.exploded(f"{head}{cls}(", items, ")")
@@ -326,3 +328,12 @@ def _unique_call(unique: ir.UniqueSpec) -> str:
     args = "None" if unique.args is None else "[" + ", ".join(quoted(name) for name in unique.args) + "]"
     states = "[" + ", ".join(quoted(state) for state in unique.states) + "]"
     return f"_rt.unique_option(args={args}, period_s={unique.period_s!r}, states={states})"
+
+
+def _limit_call(limit: ir.LimitSpec) -> str:
+    """The client's Limit, built from the manifest's record (akadze.client.limit_option): its
+    enqueue then parks a job due now, as the worker's own enqueue does."""
+    return (
+        f"_rt.limit_option(concurrency={limit.concurrency!r}, rate={limit.rate!r}, "
+        f"per_s={limit.per_s!r}, key={'None' if limit.key is None else quoted(limit.key)})"
+    )

@@ -70,7 +70,9 @@ async def drain(h: Harness, state: str, dsn: str, first: int) -> dict[str, Any]:
         await conn.close()
     if res["started"] != a.jobs:
         raise RuntimeError(f"{state}: the worker started {res['started']} of {a.jobs} jobs")
-    return {"state": state, "rate": res["rate"], "load1": load1}
+    # from the worker's start to its first ready job: what a backlog in front costs before the
+    # drain's rate begins (a fresh backlog parked by claims, in round 1)
+    return {"state": state, "rate": res["rate"], "first_after_s": res.get("first_after_s"), "load1": load1}
 
 
 def table(states: list[str], records: list[dict[str, Any]]) -> str:
@@ -79,9 +81,10 @@ def table(states: list[str], records: list[dict[str, Any]]) -> str:
     rate = {(r["round"], r["state"]): r["rate"] for r in records}
     lines = [
         f"| table state | jobs/s median (min-max) | ratio to {base} in its round: median (min-max) "
-        "| per round |",
-        "|---|---|---|---|",
+        "| per round | first job after (s), per round |",
+        "|---|---|---|---|---|",
     ]
+    first = {(r["round"], r["state"]): r.get("first_after_s") for r in records}
     for s in states:
         rates = [rate[(n, s)] for n in rounds]
         ratios = [rate[(n, s)] / rate[(n, base)] for n in rounds]
@@ -89,6 +92,8 @@ def table(states: list[str], records: list[dict[str, Any]]) -> str:
             f"| {s} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
             f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
             + ", ".join(f"{x:.2f}" for x in ratios)
+            + " | "
+            + ", ".join("-" if first[(n, s)] is None else f"{first[(n, s)]:.2f}" for n in rounds)
             + " |"
         )
     return "\n".join(lines)
@@ -112,7 +117,10 @@ async def run(args: argparse.Namespace, akadze_path: Path) -> dict[str, Any]:
                 rec = await drain(h, s, dsns[s], 1_000_000_000 + n * args.jobs)
                 rec["round"] = n
                 records.append(rec)
-                log(f"round {n + 1}/{args.rounds} {s}: {rec['rate']:,.0f} jobs/s (load {rec['load1']:.1f})")
+                log(
+                    f"round {n + 1}/{args.rounds} {s}: {rec['rate']:,.0f} jobs/s, first job after "
+                    f"{rec['first_after_s']:.2f} s (load {rec['load1']:.1f})"
+                )
     finally:
         for s in states:
             await h.drop(f"paired_{s}")

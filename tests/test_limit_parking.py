@@ -345,3 +345,44 @@ async def test_jobs_parked_at_enqueue_all_run_one_at_a_time_under_their_limit(
             await execute(database_url, f"UPDATE akadze_jobs SET state = 'succeeded' WHERE id = {jobs[0].id}")
     assert seen == list(range(20))
     assert await fetchval(database_url, f"SELECT state FROM akadze_jobs WHERE id = {later.id}") == "queued"
+
+
+async def test_a_generated_client_parks_a_limited_tasks_job_in_the_group_the_claim_uses(
+    database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest's Limit travels into the generated client, whose enqueue parks the job in
+    the group the worker's claim computes (the key's stored JSON), and the claim takes it."""
+    import importlib
+    import sys
+
+    import akadze.client
+    from akadze_codegen import generate
+
+    generate("tests.apps.flow:app", tmp_path / "flow_parked_client")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    clients = importlib.import_module("flow_parked_client")
+    akadze.client.configure(database_url=database_url)
+    try:
+        assert clients.flow_per_key.limit == Limit(concurrency=1, key="account")
+        job = await clients.flow_per_key.enqueue(account="a-1", n=1)
+        free = await clients.flow_free.enqueue(n=2)
+    finally:
+        await akadze.client.dispose()
+        sys.modules.pop("flow_parked_client", None)
+    rows = await fetch(database_url, "SELECT id, parked, limit_grp FROM akadze_jobs ORDER BY id")
+    assert [(r["id"], r["parked"], r["limit_grp"]) for r in rows] == [
+        (job.id, "limit", '["flow.per_key", "a-1"]'),
+        (free.id, None, None),
+    ]
+    import asyncpg
+
+    params = limit_params({"flow.per_key": Limit(concurrency=1, key="account")})
+    assert params is not None
+    conn = await asyncpg.connect(plain(database_url))
+    try:
+        jobs, _, _ = await Queries.claim_limited(
+            conn, ["flow"], 10, str(uuid.uuid4()), params, scan=None, freed=[], recheck_s=1.0
+        )
+    finally:
+        await conn.close()
+    assert sorted(j.id for j in jobs) == [job.id, free.id]

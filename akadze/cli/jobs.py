@@ -175,6 +175,10 @@ async def _explain(conn: AsyncConnection, wanted: int, application: Akadze) -> E
         per_s = None if limit.per is None else limit.per.total_seconds()
         holders = await Queries.limit_holders(conn, found.id, key=limit.key, per_s=per_s)
         hold = hold_of(limit, holders, now=now)
+    if parked == "limit" and limit is not None and hold is None:
+        # parked (by its enqueue, or by a claim while its group was full) and its limit has room
+        # now: the next limited claim takes it as it takes a ready job (docs/flow-control.md)
+        parked = None
     # a workflow's step parked for its parents: which ones (from the database alone, app or not)
     waits = None
     if found.state is JobState.QUEUED and parked == "deps":

@@ -59,6 +59,7 @@ __all__ = [
     "dispose",
     "get_job",
     "is_codegen",
+    "limit_option",
     "unique_option",
     "wait_for",
 ]
@@ -333,6 +334,12 @@ class RemoteTask(Enqueuer, Generic[A, R]):
             options = replace(options, engine=engine)
         new: NewJobs = options.new_jobs(self.name, self, self.args_fp)
         return await insert_jobs(options, new, payloads)
+
+
+def limit_option(concurrency: int | None, rate: int | None, per_s: float | None, key: str | None) -> Limit:
+    """The task's Limit as the manifest records it (what generated clients pass to RemoteTask)."""
+    per = None if per_s is None else timedelta(seconds=per_s)
+    return Limit(concurrency=concurrency, rate=rate, per=per, key=key)
 
 
 def unique_option(args: list[str] | None, period_s: float | None, states: list[str]) -> Unique:

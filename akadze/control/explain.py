@@ -198,8 +198,9 @@ def _parked(limits_known: bool) -> str:
             "docs/flow-control.md)"
         )
     return (
-        "held by its limit: a claim found its limit's group full and parked it; it starts when the "
-        "group has room (pass --app to name the limit and the jobs filling it)"
+        "held by its limit: parked (by its enqueue, or by a claim that found its group full); it "
+        "starts when a limited claim finds room in its group (pass --app to name the limit and the "
+        "jobs filling it)"
     )
 
 

@@ -21,8 +21,9 @@ def test_a_parked_job_is_held_by_its_limit_without_the_app() -> None:
     )
     assert codes(found) == ["held_by_limit"]
     assert found.reasons[0].message == (
-        "held by its limit: a claim found its limit's group full and parked it; it starts when the "
-        "group has room (pass --app to name the limit and the jobs filling it)"
+        "held by its limit: parked (by its enqueue, or by a claim that found its group full); it "
+        "starts when a limited claim finds room in its group (pass --app to name the limit and the "
+        "jobs filling it)"
     )
 
 
@@ -53,5 +54,8 @@ async def test_explain_reads_the_parked_column_without_the_app(database_url: str
         runner.invoke, cli, ["jobs", "explain", str(held), "--database-url", database_url]
     )
     assert shown.exit_code == 0, shown.output
-    assert "  - held by its limit: a claim found its limit's group full and parked it" in shown.stdout
+    assert (
+        "  - held by its limit: parked (by its enqueue, or by a claim that found its group full)"
+        in shown.stdout
+    )
     assert "ready" not in shown.stdout
