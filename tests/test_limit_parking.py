@@ -386,3 +386,25 @@ async def test_a_generated_client_parks_a_limited_tasks_job_in_the_group_the_cla
     finally:
         await conn.close()
     assert sorted(j.id for j in jobs) == [job.id, free.id]
+
+
+async def test_a_job_parked_by_an_enqueue_that_commits_after_a_claim_began_is_taken_by_the_next(
+    app: Akadze, database_url: str
+) -> None:
+    """The handshake: the arrival row commits with its job, so a claim that does not see the job
+    leaves its row for the next claim, even when the claim looked at the group and found it
+    emptied (its own snapshot cannot see the uncommitted job)."""
+
+    @app.task("two", limit=Limit(concurrency=2))
+    async def two(n: int) -> None: ...
+
+    limits = {"two": Limit(concurrency=2)}
+    await two.enqueue(n=1)
+    async with app.engine.connect() as conn:
+        late = await two.using(session=conn).enqueue(n=2)  # not committed yet
+        first, _ = await claim(database_url, limits, 10)
+        assert [job.args["n"] for job in first] == [1]
+        await conn.commit()
+    assert await fetchval(database_url, f"SELECT parked FROM akadze_jobs WHERE id = {late.id}") == "limit"
+    second, _ = await claim(database_url, limits, 10)
+    assert [job.id for job in second] == [late.id]
