@@ -8,14 +8,14 @@ A file may name a fragment in braces, expanded here at load, for what several st
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.codec.stored.row_to_job``
 reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
 starts a job and what it returns; ``{claimed_reply}`` and ``{written_reply}``, the two halves of
-claim_completing's reply; ``{new_job_columns}``, ``{new_job_values}`` and ``{due_at}``, what every enqueue
-writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a unique
-enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the reply
-its caller reads. Fragments are constants of this module or files of db/sql/fragments/ (the
-longer ones, written as SQL: ``{settle_steps}``, what a workflow step's end does to the steps
-after it), never user input. A file fragment is written from column 0 and may name other
-fragments; its lines are indented as the line that names it, so that a statement renders as
-if it were written out whole.
+claim_completing's reply; ``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}``
+per element of a batch) and ``{due_at}``, what every enqueue writes; ``{unique_inserted_row}``
+and ``{unique_holder_row}``, a unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a
+pruner batch's lock and the reply its caller reads. Fragments are constants of this module or
+files of db/sql/fragments/ (the longer ones, written as SQL: ``{settle_steps}``, what a workflow
+step's end does to the steps after it), never user input. A file fragment is written from column
+0 and may name other fragments; its lines are indented as the line that names it, so that a
+statement renders as if it were written out whole.
 """
 
 from __future__ import annotations
@@ -136,6 +136,11 @@ FRAGMENTS = {
     "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
     "new_job_values": (
         ":task,\n        :queue,\n        :priority,\n        CAST(:args AS jsonb),\n"
+        "        :args_fp,\n        :max_attempts"
+    ),
+    # the same, per element ``a.args`` of a batch's JSON array (enqueue_batch, enqueue_parked_batch)
+    "batch_job_values": (
+        ":task,\n        :queue,\n        :priority,\n        a.args,\n"
         "        :args_fp,\n        :max_attempts"
     ),
     # when a new job is due: run_at if given, else now plus the delay (0 for a job due now)

@@ -8,12 +8,7 @@ WITH job AS (
         {new_job_columns}, run_at, expires_at, trace_context, trace_parent
     )
     SELECT
-        :task,
-        :queue,
-        :priority,
-        a.args,
-        :args_fp,
-        :max_attempts,
+        {batch_job_values},
         {due_at},
         CAST(:expires_at AS timestamptz),
         :trace_context,

@@ -6,12 +6,7 @@ WITH job AS (
         {new_job_columns}, expires_at, trace_context, trace_parent, parked, limit_grp
     )
     SELECT
-        :task,
-        :queue,
-        :priority,
-        a.args,
-        :args_fp,
-        :max_attempts,
+        {batch_job_values},
         CAST(:expires_at AS timestamptz),
         :trace_context,
         CAST(:trace_parent AS bytea),
