@@ -29,7 +29,14 @@ from akadze_codegen.ts.types import RESERVED, declaration, interface_field, jsdo
 from akadze_codegen.write import MANIFEST_FILE, content_hash
 
 #: the statements the runtime runs (akadze/db/sql/<name>.sql)
-STATEMENTS = ("enqueue", "enqueue_now", "enqueue_batch", "enqueue_unique")
+STATEMENTS = (
+    "enqueue",
+    "enqueue_now",
+    "enqueue_parked",
+    "enqueue_batch",
+    "enqueue_parked_batch",
+    "enqueue_unique",
+)
 #: the versions the generated package.json asks for (examples/node_producer pins the same)
 PG_VERSION = "^8.16.3"
 DEV_DEPENDENCIES = {"@types/node": "^20.19.9", "@types/pg": "^8.15.6", "typescript": "^5.9.3"}
@@ -248,6 +255,15 @@ def _task(task: ir.TaskSignature, enums: Mapping[str, ir.EnumDef]) -> str:
             # the window's length as msgspec writes it into the key material (akadze.flow)
             "periodText": msgspec.json.encode(task.unique.period_s).decode(),
             "states": task.unique.states,
+        }
+    if task.limit is not None:
+        # the runtime parks a job due now in its group, as akadze's own enqueue does
+        limit = task.limit
+        spec["limit"] = {
+            "concurrency": limit.concurrency,
+            "rate": limit.rate,
+            "perS": limit.per_s,
+            "key": limit.key,
         }
     summary = f"Task `{task.name}` on queue `{task.queue}`" + (f": {task.doc}" if task.doc else ".")
     doc = jsdoc(

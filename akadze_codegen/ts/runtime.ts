@@ -107,6 +107,9 @@ export interface TaskSpec {
   params: ParamDef[];
   /** the task's Unique: the argument names (null: all), the window as msgspec writes it */
   unique?: { args: string[] | null; periodS: number | null; periodText: string; states: string[] };
+  /** the task's Limit: a job due now is parked by its enqueue, in the group of its `key`
+   * argument (null: one group), as akadze's own enqueue parks it */
+  limit?: { concurrency: number | null; rate: number | null; perS: number | null; key: string | null };
 }
 
 // -- configuration -------------------------------------------------------------------------------
@@ -1328,13 +1331,15 @@ export class Task<A> {
   }
 
   /** Insert one job; resolves to its id. With a pg.Client or pg.PoolClient after BEGIN, the job
-   * commits or rolls back with the caller's transaction. */
+   * commits or rolls back with the caller's transaction. A job of a task with a Limit that is
+   * due now goes in parked, as the worker's own enqueue parks it (docs/flow-control.md). */
   async enqueue(db: Queryable, args: A, options: EnqueueOptions = {}): Promise<JobRef> {
     const payload = this.payload(args);
     const params = this.params(options);
     if (this.spec.unique !== undefined) return (await this.insertUnique(db, [payload], params))[0] as JobRef;
-    const now = options.delay === undefined && options.runAt === undefined;
-    const result = await run(db, now ? STATEMENTS.enqueue_now : STATEMENTS.enqueue, { ...params, args: payload.text });
+    let stmt = STATEMENTS.enqueue;
+    if (dueNow(options)) stmt = this.spec.limit === undefined ? STATEMENTS.enqueue_now : STATEMENTS.enqueue_parked;
+    const result = await run(db, stmt, { ...params, args: payload.text });
     return { id: result.rows[0].id as string, duplicate: false };
   }
 
@@ -1357,7 +1362,10 @@ export class Task<A> {
     // text is within a third of it (as payload counts); else each item is written and counted
     let whole = big ? "" : JSON.stringify(wires);
     if (big || whole.length * 3 > settings.maxArgsBytes) whole = `[${wires.map((w) => this.text(w, big)).join(",")}]`;
-    const result = await run(db, STATEMENTS.enqueue_batch, { ...this.params(options), args: whole });
+    // a limited task's jobs due now go in parked, one arrival row per group (enqueue_parked)
+    const parks = this.spec.limit !== undefined && dueNow(options);
+    const stmt = parks ? STATEMENTS.enqueue_parked_batch : STATEMENTS.enqueue_batch;
+    const result = await run(db, stmt, { ...this.params(options), args: whole });
     // an int8[] as PostgreSQL writes it: {1,2,3} (integers are never quoted)
     const ids = (result.rows[0].ids as string).slice(1, -1).split(",");
     const jobs: JobRef[] = new Array(ids.length);
@@ -1424,8 +1432,16 @@ export class Task<A> {
       expires_at: options.expiresAt ?? null,
       trace_context: null,
       trace_parent: null,
+      limit_key: spec.limit === undefined ? null : spec.limit.key,
     };
   }
+}
+
+/** Whether a call's jobs are due at once (no runAt, no delay or a delay of 0), as akadze's
+ * NewJobs.parks reads it: a limited task's such jobs are parked by their enqueue. A unique
+ * task's never are: enqueue_unique inserts them, and a claim parks them if their group is full. */
+function dueNow(options: EnqueueOptions): boolean {
+  return options.runAt === undefined && (options.delay === undefined || options.delay === 0);
 }
 
 function run(db: Queryable, stmt: Statement, values: Record<string, unknown>): Promise<QueryResult> {
