@@ -89,6 +89,7 @@ class RunContext:
                             verdict=Verdict.SUCCEEDED,
                         ),
                         result=None,
+                        plain=job.workflow_id is None,
                     )
                     written, settled = await Queries.complete_batch(conn, [ended])
                     if not written:

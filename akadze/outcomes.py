@@ -180,6 +180,10 @@ class Completion(msgspec.Struct, frozen=True):
     committed: bool = False
     #: the workflow steps complete_tx's commit released or cancelled (their events)
     settled: tuple[Completed, ...] = ()
+    #: the job is no workflow step (its Job says so): its write has no step to settle, and a
+    #: batch of such outcomes is written by the claim's plain form (claim_completing_plain.sql).
+    #: False when unknown: the write then settles whatever steps it ends
+    plain: bool = False
 
 
 class Completed(msgspec.Struct, frozen=True):

@@ -35,6 +35,7 @@ from akadze.db.tables import jobs
 #: columns each returns beyond a job's row, with their types
 POOLED: dict[str, tuple[tuple[str, str], ...]] = {
     "claim_completing": (("written", "boolean"), ("notified", "boolean")),
+    "claim_completing_plain": (("written", "boolean"), ("notified", "boolean")),
     "claim_limited": (("more", "boolean"),),
 }
 

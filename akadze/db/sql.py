@@ -7,14 +7,16 @@ comments are allowed in the files (they are dropped before the parameters are re
 A file may name a fragment in braces, expanded here at load, for what several statements must
 spell alike: ``{job_row}``, the column list of a job's row as ``akadze.codec.stored.row_to_job``
 reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
-starts a job and what it returns; ``{claimed_reply}`` and ``{written_reply}``, the two halves of
-claim_completing's reply; ``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}``
-per element of a batch) and ``{due_at}``, what every enqueue writes; ``{unique_inserted_row}``
-and ``{unique_holder_row}``, a unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a
-pruner batch's lock and the reply its caller reads. Fragments are constants of this module or
-files of db/sql/fragments/ (the longer ones, written as SQL: ``{settle_steps}``, what a workflow
-step's end does to the steps after it), never user input. A file fragment is written from column
-0 and may name other fragments; its lines are indented as the line that names it, so that a
+starts a job and what it returns, and ``{claim_gone}``, whether the job ends at once instead;
+``{claimed_reply}`` and ``{written_reply}``, the two halves of the worker claim's reply;
+``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}`` per element of a batch) and
+``{due_at}``, what every enqueue writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a
+unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
+reply its caller reads. Fragments are constants of this module or files of db/sql/fragments/
+(the longer ones, written as SQL: ``{settle_steps}``, what a workflow step's end does to the
+steps after it; ``{write_outcomes}``, ``{ready_jobs}`` and ``{claim_reply}``, the parts both
+forms of the worker's claim share), never user input. A file fragment is written from column 0
+and may name other fragments; its lines are indented as the line that names it, so that a
 statement renders as if it were written out whole.
 """
 
@@ -84,10 +86,15 @@ def _job_row(*, result: bool, table: str = "", named: bool = True) -> str:
     return ",\n    ".join(column(name) for name in ROW_COLUMNS)
 
 
+#: a claimed job ``j`` that ends at once, cancelled: a cancel was requested or it expired before
+#: its run (true; NULL or false: it starts)
+_GONE = "j.cancel_requested OR j.expires_at <= now()"
+
+
 def _claim_set() -> str:
     """The claimed job ``j`` as it starts, or as it ends at once when it was cancelled or
     expired before its run (no attempt spent)."""
-    gone = "j.cancel_requested OR j.expires_at <= now()"
+    gone = _GONE
     return ",\n    ".join(
         [
             f"state = CASE WHEN {gone} THEN 'cancelled' ELSE 'running' END",
@@ -122,6 +129,8 @@ FRAGMENTS = {
     # run) and as the claim returns it
     "claim_set": _claim_set(),
     "claim_returning": "RETURNING\n    " + _job_row(result=False, table="j"),
+    # whether the claimed job ``j`` ends at its claim ({claim_set}): true, or NULL or false
+    "claim_gone": _GONE,
     # claim_limited.sql's last row, which says only that it parked jobs: no job's columns
     "no_job_row": ", ".join(f"NULL AS {name}" for name in ROW_COLUMNS),
     # claim_completing.sql's reply: the claimed jobs' row, and the written jobs' row in the same

@@ -226,4 +226,4 @@ def _unrecordable(ended: Completion, exc: Exception) -> Completion:
         cancellable=True,
         verdict=Verdict.FAILED,
     )
-    return Completion(ended.job_id, ended.run, failed, None)
+    return Completion(ended.job_id, ended.run, failed, None, plain=ended.plain)

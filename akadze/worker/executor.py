@@ -120,12 +120,15 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
     outcome: back to queued, attempt given back.
     """
     task = app.tasks.get(job.task)
+    plain = job.workflow_id is None
     ran = await _run(app, task, job, drift_log)
     if ran.committed:
         succeeded = Transition(
             JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
         )
-        return Completion(job.id, job.run, succeeded, ran.result, committed=True, settled=ran.settled)
+        return Completion(
+            job.id, job.run, succeeded, ran.result, committed=True, settled=ran.settled, plain=plain
+        )
     options = task.options if task is not None and ran.by_task else None
     transition = decide(
         ran.end,
@@ -135,7 +138,7 @@ async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -
         policy=options.backoff if options else None,
         retry_priority=options.retry_priority if options else None,
     )
-    return Completion(job.id, job.run, transition, ran.result)
+    return Completion(job.id, job.run, transition, ran.result, plain=plain)
 
 
 async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: DriftLog) -> Ran:

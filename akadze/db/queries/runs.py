@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Sequence
@@ -11,12 +12,15 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from akadze.codec.stored import STATES, row_to_job
+from akadze.db.errors import is_transient
 from akadze.db.prepared import prepared
 from akadze.db.queries.connection import Connection, execute, fetch
 from akadze.db.sql import Statement, statement
 from akadze.flow import LimitParams
 from akadze.job import Job
 from akadze.outcomes import Completed, Completion
+
+logger = logging.getLogger("akadze.worker")
 
 #: past this many queues claim_completing.sql walks one index over every queue (its second
 #: branch) rather than each queue's own (docs/worker.md has the measurements behind the number)
@@ -47,15 +51,59 @@ class RunQueries:
         ended: Sequence[Completion],
         *,
         many_queues: int | None = None,
+        settle: bool = False,
     ) -> tuple[list[Job], list[Completed], list[Completed]]:
         """Write the outcomes ``ended``, then claim up to ``limit`` ready jobs of ``queues``, in
         one statement and one commit (claim_completing.sql): the jobs claimed, the jobs
         written (the fenced-out are absent), and the workflow steps their ends (or the claim's
         cancels) released or cancelled. Past ``many_queues`` queues the claim walks one
-        index over all of them (tests and benchmarks force either way through it)."""
-        params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
-        params["many_queues"] = MANY_QUEUES if many_queues is None else many_queues
-        return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))
+        index over all of them (tests and benchmarks force either way through it). When no
+        outcome may be a workflow step (Completion.plain), claim_completing_plain does it,
+        unless ``settle`` (its second claim)."""
+        if not settle and all(e.plain for e in ended):
+            return await RunQueries.claim_completing_plain(
+                conn, queues, limit, worker_id, ended, many_queues=many_queues
+            )
+        params = _completing_params(queues, limit, worker_id, ended, many_queues)
+        return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))[:3]
+
+    @staticmethod
+    async def claim_completing_plain(
+        conn: Connection,
+        queues: Sequence[str],
+        limit: int,
+        worker_id: str | None,
+        ended: Sequence[Completion],
+        *,
+        many_queues: int | None = None,
+    ) -> tuple[list[Job], list[Completed], list[Completed]]:
+        """claim_completing for outcomes none of which is a workflow step, without the settle
+        step's cost (claim_completing_plain.sql). A workflow step that ends at its claim is
+        passed over there: if one was, the jobs left to claim are claimed at once by
+        claim_completing with no outcomes, which ends it and settles the steps after it.
+
+        That second statement runs after the first committed (on an autocommitting
+        connection): a transient error in it is raised, as a claim whose reply was lost (the
+        worker reads back what the first wrote and claimed); any other leaves the step queued
+        for a later claim, and this returns what the first did."""
+        params = _completing_params(queues, limit, worker_id, ended, many_queues)
+        rows = await _claim(conn, statement("claim_completing_plain"), params)
+        jobs, written, settled, passed = _claimed_and_written(rows)
+        if passed:
+            try:
+                more, _, settled = await RunQueries.claim_completing(
+                    conn, queues, limit - len(jobs), worker_id, (), many_queues=many_queues, settle=True
+                )
+            except Exception as exc:
+                if isinstance(conn, AsyncConnection) or is_transient(exc):
+                    raise
+                logger.warning(
+                    "claiming a workflow step that ends at its claim failed (%s); a later claim takes it",
+                    type(exc).__name__,
+                )
+                more = []
+            jobs += more
+        return jobs, written, settled
 
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
@@ -169,14 +217,35 @@ def _claim_params(queues: Sequence[str], limit: int, worker_id: str | None) -> d
     return {"queues": list(queues), "limit": limit, "worker_id": worker_id}
 
 
-def _claimed_and_written(rows: Sequence[Any]) -> tuple[list[Job], list[Completed], list[Completed]]:
+def _completing_params(
+    queues: Sequence[str],
+    limit: int,
+    worker_id: str | None,
+    ended: Sequence[Completion],
+    many_queues: int | None,
+) -> dict[str, Any]:
+    """claim_completing's parameters (either form): the claim's, the outcomes', and past how
+    many queues the claim walks one index over all of them."""
+    params = _claim_params(queues, limit, worker_id) | _batch_params(ended)
+    params["many_queues"] = MANY_QUEUES if many_queues is None else many_queues
+    return params
+
+
+def _claimed_and_written(
+    rows: Sequence[Any],
+) -> tuple[list[Job], list[Completed], list[Completed], bool]:
+    """claim_completing's rows (either form) as the jobs claimed, the jobs written, the steps
+    settled, and whether a job was passed over (the plain form's last row, id NULL)."""
     claimed = [row_to_job(row, json_text=True) for row in rows if row["written"] is False]
     written = [_completed(row) for row in rows if row["written"]]
-    # written NULL: a workflow step the ends released or cancelled (none outside workflows)
-    settled = []
+    # written NULL: a workflow step the ends released or cancelled (none outside workflows), or
+    # the plain form's row saying it passed over a step that ends at its claim
+    settled: list[Completed] = []
+    passed = False
     if len(rows) > len(claimed) + len(written):
-        settled = [_completed(row) for row in rows if row["written"] is None]
-    return claimed, written, settled
+        settled = [_completed(row) for row in rows if row["written"] is None and row["id"] is not None]
+        passed = any(row["id"] is None for row in rows)
+    return claimed, written, settled, passed
 
 
 def _completed(row: Any) -> Completed:
