@@ -93,9 +93,7 @@ scanned AS MATERIALIZED (
                 j.cancel_requested OR COALESCE(j.expires_at <= now(), false) AS gone
             {level_ready}
             LIMIT CAST(:scan AS bigint)
-            FOR UPDATE SKIP LOCKED
         ) AS r
-        WHERE NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
         LIMIT CAST(:scan AS bigint)
     ) AS p
 ),

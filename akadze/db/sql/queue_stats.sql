@@ -5,8 +5,8 @@
 -- parked job is neither. The queues listed are those in :queues (say, the app's), those with a
 -- queued or running job, the paused ones, those a live worker serves and, with :full, those
 -- with a held or failed job. Queued rows are read from akadze_jobs_claim_idx and running ones
--- from akadze_jobs_running_idx; without :full, no parked or finished row is visited (the held
--- and failed CTEs sit behind a one-time filter that is false). With it, each parked row is
+-- from akadze_jobs_running_idx; without :full, no parked or finished row is visited (the kept
+-- CTE's two reads sit behind a one-time filter that is false). With it, each parked row is
 -- read once from akadze_jobs_parked_idx and each failed row once through
 -- akadze_jobs_state_id_idx: a cost that grows with the jobs held and with the failed jobs
 -- retention keeps, paid by `queues list`, not by the metrics' gauges or the dashboard.
@@ -27,24 +27,24 @@ queued AS (
         AND j.parked IS NULL
     GROUP BY j.queue
 ),
-held AS (
+-- the held and the failed jobs, each read from its own index (a branch each), counted per queue
+kept AS (
     SELECT
-        j.queue,
-        count(*) AS held
-    FROM akadze_jobs AS j
+        k.queue,
+        count(*) FILTER (WHERE k.held) AS held,
+        count(*) FILTER (WHERE NOT k.held) AS failed
+    FROM (
+        SELECT j.queue, true AS held
+        FROM akadze_jobs AS j
+        WHERE j.state = 'queued'
+            AND j.parked IS NOT NULL
+        UNION ALL
+        SELECT j.queue, false
+        FROM akadze_jobs AS j
+        WHERE j.state = 'failed'
+    ) AS k
     WHERE CAST(:full AS boolean)
-        AND j.state = 'queued'
-        AND j.parked IS NOT NULL
-    GROUP BY j.queue
-),
-failed AS (
-    SELECT
-        j.queue,
-        count(*) AS failed
-    FROM akadze_jobs AS j
-    WHERE CAST(:full AS boolean)
-        AND j.state = 'failed'
-    GROUP BY j.queue
+    GROUP BY k.queue
 ),
 running AS (
     SELECT
@@ -74,9 +74,7 @@ names AS (
     UNION
     SELECT serving.queue FROM serving
     UNION
-    SELECT held.queue FROM held
-    UNION
-    SELECT failed.queue FROM failed
+    SELECT kept.queue FROM kept
 )
 SELECT
     names.name,
@@ -84,8 +82,8 @@ SELECT
     coalesce(queued.ready, 0) AS ready,
     coalesce(queued.delayed, 0) AS delayed,
     coalesce(running.running, 0) AS running,
-    CASE WHEN CAST(:full AS boolean) THEN coalesce(held.held, 0) END AS held,
-    CASE WHEN CAST(:full AS boolean) THEN coalesce(failed.failed, 0) END AS failed,
+    CASE WHEN CAST(:full AS boolean) THEN coalesce(kept.held, 0) END AS held,
+    CASE WHEN CAST(:full AS boolean) THEN coalesce(kept.failed, 0) END AS failed,
     queued.oldest_ready_s,
     coalesce(serving.workers, 0) AS workers
 FROM names
@@ -93,6 +91,5 @@ LEFT JOIN akadze_queue_pauses AS p ON p.queue = names.name
 LEFT JOIN queued ON queued.queue = names.name
 LEFT JOIN running ON running.queue = names.name
 LEFT JOIN serving ON serving.queue = names.name
-LEFT JOIN held ON held.queue = names.name
-LEFT JOIN failed ON failed.queue = names.name
+LEFT JOIN kept ON kept.queue = names.name
 ORDER BY names.name

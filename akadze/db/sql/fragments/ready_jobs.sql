@@ -27,9 +27,7 @@ per_queue AS (
             SELECT j.id, j.ctid AS tid, j.priority, j.run_at
             {level_ready}
             LIMIT CAST(:limit AS bigint)
-            FOR UPDATE SKIP LOCKED
         ) AS r
-        WHERE NOT EXISTS (SELECT 1 FROM akadze_queue_pauses AS paused WHERE paused.queue = q.name)
         LIMIT CAST(:limit AS bigint)
     ) AS p
     ORDER BY p.priority DESC, p.run_at, p.id
