@@ -60,39 +60,37 @@ class RunQueries:
         index over all of them (tests and benchmarks force either way through it). When no
         outcome may be a workflow step (Completion.plain), claim_completing_plain does it,
         unless ``settle`` (its second claim)."""
-        if not settle and all(e.plain for e in ended):
-            return await RunQueries.claim_completing_plain(
-                conn, queues, limit, worker_id, ended, many_queues=many_queues
-            )
         params = _completing_params(queues, limit, worker_id, ended, many_queues)
+        if not settle and all(e.plain for e in ended):
+            return await RunQueries.claim_completing_plain(conn, params)
         return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))[:3]
 
     @staticmethod
     async def claim_completing_plain(
-        conn: Connection,
-        queues: Sequence[str],
-        limit: int,
-        worker_id: str | None,
-        ended: Sequence[Completion],
-        *,
-        many_queues: int | None = None,
+        conn: Connection, params: dict[str, Any]
     ) -> tuple[list[Job], list[Completed], list[Completed]]:
-        """claim_completing for outcomes none of which is a workflow step, without the settle
-        step's cost (claim_completing_plain.sql). A workflow step that ends at its claim is
-        passed over there: if one was, the jobs left to claim are claimed at once by
-        claim_completing with no outcomes, which ends it and settles the steps after it.
+        """claim_completing, with its parameters ``params``, for outcomes none of which is a
+        workflow step, without the settle step's cost (claim_completing_plain.sql). A workflow
+        step that ends at its claim is passed over there: if one was, the jobs left to claim
+        are claimed at once by claim_completing with no outcomes, which ends it and settles
+        the steps after it.
 
         That second statement runs after the first committed (on an autocommitting
         connection): a transient error in it is raised, as a claim whose reply was lost (the
         worker reads back what the first wrote and claimed); any other leaves the step queued
         for a later claim, and this returns what the first did."""
-        params = _completing_params(queues, limit, worker_id, ended, many_queues)
         rows = await _claim(conn, statement("claim_completing_plain"), params)
         jobs, written, settled, passed = _claimed_and_written(rows)
         if passed:
             try:
                 more, _, settled = await RunQueries.claim_completing(
-                    conn, queues, limit - len(jobs), worker_id, (), many_queues=many_queues, settle=True
+                    conn,
+                    params["queues"],
+                    params["limit"] - len(jobs),
+                    params["worker_id"],
+                    (),
+                    many_queues=params["many_queues"],
+                    settle=True,
                 )
             except Exception as exc:
                 if isinstance(conn, AsyncConnection) or is_transient(exc):
