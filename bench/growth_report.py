@@ -88,6 +88,8 @@ def render(data: dict[str, Any]) -> str:
         "held_parked": "(e6) as (e), the held jobs parked and vacuumed before the drain",
         "held_1m_parked": "(e7) as (e1), the held jobs parked and vacuumed before the drain",
         "hot_key_parked": "(e8) as (e2), the held jobs parked and vacuumed before the drain",
+        "held_1m_arrived": "(e9) as (e1), parked by their enqueue (a producer that knows the Limit)",
+        "hot_key_arrived": "(e10) as (e2), parked by their enqueue (a producer that knows the Limit)",
     }
     seen = list(dict.fromkeys(r["state"] for r in drains))
     for s in seen:
