@@ -34,8 +34,9 @@ async def claim(
     scan: int | None = None,
     freed: list[int] | None = None,
     recheck_s: float = 0.0,
+    queues: tuple[str, ...] = ("default",),
 ) -> tuple[list[Any], bool]:
-    """One limited claim: the jobs, and whether it parked jobs."""
+    """One limited claim of ``queues``: the jobs, and whether it parked jobs."""
     import asyncpg
 
     params = limit_params(limits)
@@ -44,7 +45,7 @@ async def claim(
     try:
         jobs, _, parked = await Queries.claim_limited(
             conn,
-            ["default"],
+            list(queues),
             limit,
             str(uuid.uuid4()),
             params,
@@ -374,17 +375,9 @@ async def test_a_generated_client_parks_a_limited_tasks_job_in_the_group_the_cla
         (job.id, "limit", '["flow.per_key", "a-1"]'),
         (free.id, None, None),
     ]
-    import asyncpg
-
-    params = limit_params({"flow.per_key": Limit(concurrency=1, key="account")})
-    assert params is not None
-    conn = await asyncpg.connect(plain(database_url))
-    try:
-        jobs, _, _ = await Queries.claim_limited(
-            conn, ["flow"], 10, str(uuid.uuid4()), params, scan=None, freed=[], recheck_s=1.0
-        )
-    finally:
-        await conn.close()
+    jobs, _ = await claim(
+        database_url, {"flow.per_key": Limit(concurrency=1, key="account")}, queues=("flow",)
+    )
     assert sorted(j.id for j in jobs) == [job.id, free.id]
 
 

@@ -4,9 +4,6 @@ computes in ``limit_grp``, one arrival row per group, and the limited claim take
 
 from __future__ import annotations
 
-import importlib
-import sys
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,12 +12,9 @@ from typing import Any
 import pytest
 
 from akadze import Limit, client as akadze_client
-from akadze.db.queries import Queries
-from akadze.flow import limit_params
-from akadze_codegen import render_files
-from akadze_codegen.write import write
-from tests.codegen.ts_node import Harness, build, generate, libpq_url, manifest_of, require_node
-from tests.support import execute, fetch, plain
+from tests.codegen.ts_node import Harness, both_clients, libpq_url
+from tests.support import execute, fetch
+from tests.test_limit_parking import claim
 
 APP = "tests.apps.flow:app"
 JOBS = (
@@ -51,18 +45,7 @@ CALLS: list[tuple[str, str, Any, int | None]] = [
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
     """(the built TypeScript package's dist, the Python client package) of the flow app."""
-    require_node()
-    root = tmp_path_factory.mktemp("clients")
-    manifest = manifest_of(APP)
-    dist = build(generate(manifest, root / "ts" / "flowclients"))
-    python_out = root / "py" / "pyclients_ts_limit"
-    write(python_out, render_files(python_out, manifest))
-    sys.path.insert(0, str(python_out.parent))
-    try:
-        yield dist, importlib.import_module("pyclients_ts_limit")
-    finally:
-        sys.path.remove(str(python_out.parent))
-        sys.modules.pop("pyclients_ts_limit", None)
+    yield from both_clients(APP, tmp_path_factory.mktemp("clients"), "flowclients", "pyclients_ts_limit")
 
 
 async def _python_calls(database_url: str, module: Any) -> None:
@@ -145,17 +128,9 @@ async def test_the_limited_claim_takes_the_jobs_node_parked(
         tuple(r) for r in await fetch(database_url, "SELECT grp FROM akadze_limit_arrivals ORDER BY grp")
     ]
     assert arrivals == [('["flow.per_key", "a-1"]',), ('["flow.per_key", "a-2"]',)]
-    params = limit_params({"flow.per_key": Limit(concurrency=1, key="account")})
-    assert params is not None
-    import asyncpg
-
-    conn = await asyncpg.connect(plain(database_url))
-    try:
-        jobs, _, _ = await Queries.claim_limited(
-            conn, ["flow"], 10, str(uuid.uuid4()), params, scan=None, freed=[], recheck_s=1.0
-        )
-    finally:
-        await conn.close()
+    jobs, _ = await claim(
+        database_url, {"flow.per_key": Limit(concurrency=1, key="account")}, queues=("flow",)
+    )
     # one job of each account's group (concurrency 1), the first enqueued
     assert sorted((job.args["account"], job.args["n"]) for job in jobs) == [("a-1", 0), ("a-2", 1)]
     assert await fetch(database_url, "SELECT grp FROM akadze_limit_arrivals") == []

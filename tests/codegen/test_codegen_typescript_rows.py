@@ -8,7 +8,6 @@ import datetime as dt
 import decimal
 import importlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,7 @@ from akadze import Akadze, client as akadze_client
 from akadze.client import InvalidArgsError
 from akadze.errors import ArgsTooDeepError, ArgsTooLargeError
 from akadze.testing import drain
-from akadze_codegen import render_files
-from akadze_codegen.write import write
-from tests.codegen.ts_node import Harness, build, generate, libpq_url, manifest_of, require_node
+from tests.codegen.ts_node import Harness, both_clients, build, generate, libpq_url, require_node
 from tests.support import fetch
 
 APP = "tests.codegen.apps.producers.worker:app"
@@ -34,18 +31,11 @@ COLUMNS = (
 
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """(the built TypeScript package's dist, the Python client package) of the producers app."""
-    require_node()
-    root = tmp_path_factory.mktemp("clients")
-    manifest = manifest_of(APP)
-    dist = build(generate(manifest, root / "ts" / "tsclients"))
-    python_out = root / "py" / "pyclients_ts_rows"
-    write(python_out, render_files(python_out, manifest))
-    sys.path.insert(0, str(python_out.parent))
-    try:
+    """(the built TypeScript package's dist, the Python client module) of the producers app."""
+    for dist, _package in both_clients(
+        APP, tmp_path_factory.mktemp("clients"), "tsclients", "pyclients_ts_rows"
+    ):
         yield dist, importlib.import_module("pyclients_ts_rows.orders")
-    finally:
-        sys.path.remove(str(python_out.parent))
 
 
 #: the same calls, as Python values and as the harness's tagged JSON for Node

@@ -7,10 +7,13 @@ set (.ci/run sets it): there a missing Node fails them, so a green run means the
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +104,24 @@ class Harness:
         self.process.wait(timeout=30)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def both_clients(app_path: str, root: Path, ts_name: str, py_name: str) -> Iterator[tuple[Path, Any]]:
+    """For a module fixture: (the built TypeScript package's dist, the imported Python client
+    package) of the app's manifest, generated under ``root``; the Python package is importable
+    until the fixture ends."""
+    require_node()
+    manifest = manifest_of(app_path)
+    dist = build(generate(manifest, root / "ts" / ts_name))
+    python_out = root / "py" / py_name
+    write(python_out, render_files(python_out, manifest))
+    sys.path.insert(0, str(python_out.parent))
+    try:
+        yield dist, importlib.import_module(py_name)
+    finally:
+        sys.path.remove(str(python_out.parent))
+        for name in [m for m in sys.modules if m == py_name or m.startswith(py_name + ".")]:
+            sys.modules.pop(name, None)
 
 
 def libpq_url(database_url: str) -> str:
