@@ -10,7 +10,8 @@ reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every cla
 starts a job and what it returns, and ``{claim_gone}``, whether the job ends at once instead;
 ``{claimed_reply}`` and ``{written_reply}``, the two halves of the worker claim's reply;
 ``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}`` per element of a batch) and
-``{due_at}``, what every enqueue writes; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a
+``{due_at}``, what every enqueue writes; ``{parked_group}`` (``{batch_parked_group}``), a parked
+job's limit group; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a
 unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
 reply its caller reads. Fragments are constants of this module or files of db/sql/fragments/
 (the longer ones, written as SQL: ``{settle_steps}``, what a workflow step's end does to the
@@ -118,6 +119,16 @@ def _inserted_row() -> str:
     return ",\n    ".join(f"job.{name}" if name in _INSERTED else f"NULL AS {name}" for name in ROW_COLUMNS)
 
 
+def _new_job_values(args: str) -> str:
+    """What an enqueue writes for {new_job_columns}, the arguments being ``args`` (SQL)."""
+    return ",\n        ".join((":task", ":queue", ":priority", args, ":args_fp", ":max_attempts"))
+
+
+def _parked_group(args: str) -> str:
+    """The limit group of a job whose arguments are ``args`` (SQL), as claim_limited.sql names it."""
+    return f"CAST(jsonb_build_array(CAST(:task AS text), {args} -> CAST(:limit_key AS text)) AS text)"
+
+
 #: {name} in a .sql file -> its text
 FRAGMENTS = {
     # a whole job, the JSON columns as text
@@ -143,15 +154,13 @@ FRAGMENTS = {
     "settled_reply": ", ".join(f"settled.{name}" if name in _COMPLETED else "NULL" for name in ROW_COLUMNS),
     # what every enqueue writes from its parameters, in this order (the columns, then the values)
     "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
-    "new_job_values": (
-        ":task,\n        :queue,\n        :priority,\n        CAST(:args AS jsonb),\n"
-        "        :args_fp,\n        :max_attempts"
-    ),
+    "new_job_values": _new_job_values("CAST(:args AS jsonb)"),
     # the same, per element ``a.args`` of a batch's JSON array (enqueue_batch, enqueue_parked_batch)
-    "batch_job_values": (
-        ":task,\n        :queue,\n        :priority,\n        a.args,\n"
-        "        :args_fp,\n        :max_attempts"
-    ),
+    "batch_job_values": _new_job_values("a.args"),
+    # a job's limit group as a producer that knows the Limit parks it (enqueue_parked*.sql): the
+    # text claim_limited.sql computes, the task and the key argument's stored JSON (:limit_key)
+    "parked_group": _parked_group("CAST(:args AS jsonb)"),
+    "batch_parked_group": _parked_group("a.args"),
     # when a new job is due: run_at if given, else now plus the delay (0 for a job due now)
     "due_at": (
         "COALESCE(CAST(:run_at AS timestamptz),"

@@ -13,7 +13,7 @@ WITH job AS (
         :trace_context,
         CAST(:trace_parent AS bytea),
         'limit',
-        CAST(jsonb_build_array(CAST(:task AS text), CAST(:args AS jsonb) -> CAST(:limit_key AS text)) AS text)
+        {parked_group}
     )
     RETURNING id, queue, run_at, created_at, limit_grp
 ),

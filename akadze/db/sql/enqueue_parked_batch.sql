@@ -11,7 +11,7 @@ WITH job AS (
         :trace_context,
         CAST(:trace_parent AS bytea),
         'limit',
-        CAST(jsonb_build_array(CAST(:task AS text), a.args -> CAST(:limit_key AS text)) AS text)
+        {batch_parked_group}
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
     ORDER BY a.n
     RETURNING id, limit_grp
