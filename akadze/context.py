@@ -7,7 +7,6 @@ import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,29 +23,34 @@ if TYPE_CHECKING:
 _current: contextvars.ContextVar[RunContext] = contextvars.ContextVar("akadze_run")
 
 
-@dataclass(eq=False)
 class RunContext:
-    """One run of one job. ``job`` is the row as claimed (its ``run`` is the fencing token)."""
+    """One run of one job. ``job`` is the row as claimed (its ``run`` is the fencing token).
 
-    app: Akadze
-    job: Job
-    #: set once complete_tx() committed: the job as written, succeeded
-    completed: Completed | None = field(default=None, init=False)
-    #: the workflow steps that complete_tx()'s commit released or cancelled (their events go
-    #: out with the run's)
-    settled: list[Completed] = field(default_factory=list, init=False)
-    #: True once request_cancel marked this running job. The worker refreshes it for all its
-    #: runs in one query per heartbeat interval. A task may stop early on it; the outcome rules
-    #: still decide the job's end (raising Cancel, or any error, ends it cancelled).
-    cancel_requested: bool = field(default=False, init=False)
-    #: True while a complete_tx() block runs: a forced stop (Worker(cancel_grace=...)) waits
-    #: for the block to end, as a cancel never cuts a block
-    in_block: bool = field(default=False, init=False)
-    #: True once the worker stopped this run past its cancel grace: the run ends cancelled
-    stopped_by_worker: bool = field(default=False, init=False)
+    Made once per run, on the worker's hot path: a plain class with slots."""
 
-    def __post_init__(self) -> None:
-        self.cancel_requested = self.job.cancel_requested
+    __slots__ = ("app", "cancel_requested", "completed", "in_block", "job", "settled", "stopped_by_worker")
+
+    def __init__(self, app: Akadze, job: Job) -> None:
+        self.app = app
+        self.job = job
+        #: set once complete_tx() committed: the job as written, succeeded
+        self.completed: Completed | None = None
+        #: the workflow steps that complete_tx()'s commit released or cancelled (their events
+        #: go out with the run's)
+        self.settled: list[Completed] = []
+        #: True once request_cancel marked this running job. The worker refreshes it for all
+        #: its runs in one query per heartbeat interval. A task may stop early on it; the
+        #: outcome rules still decide the job's end (raising Cancel, or any error, ends it
+        #: cancelled).
+        self.cancel_requested: bool = job.cancel_requested
+        #: True while a complete_tx() block runs: a forced stop (Worker(cancel_grace=...))
+        #: waits for the block to end, as a cancel never cuts a block
+        self.in_block = False
+        #: True once the worker stopped this run past its cancel grace: the run ends cancelled
+        self.stopped_by_worker = False
+
+    def __repr__(self) -> str:
+        return f"RunContext(job_id={self.job.id}, task={self.job.task!r}, run={self.job.run})"
 
     async def dependency_results(self) -> dict[str, Any]:
         """The results of the steps this workflow step waits for (its ``after``), by step
@@ -135,8 +139,9 @@ def leave(token: contextvars.Token[RunContext]) -> None:
     """End what enter() began: cancel requests no longer reach the run (unless a later run of
     the same job took its place), and ``current()`` is what it was before."""
     ctx = _current.get()
-    if _runs.get((id(ctx.app), ctx.job.id)) is ctx:
-        del _runs[id(ctx.app), ctx.job.id]
+    key = id(ctx.app), ctx.job.id
+    if _runs.get(key) is ctx:
+        del _runs[key]
     _current.reset(token)
 
 

@@ -147,7 +147,9 @@ class ArgsCodec:
 
     def decode(self, raw: str | bytes) -> dict[str, Any]:
         """Validate stored JSON back into the declared types (pydantic.ValidationError if not)."""
-        value: dict[str, Any] = self.adapter.validate_json(raw)
+        # the core validator itself: TypeAdapter.validate_json only passes its defaults on,
+        # and this runs once per job a worker runs
+        value: dict[str, Any] = self.adapter.validator.validate_json(raw)
         return value
 
     def split_unknown(self, stored: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

@@ -36,6 +36,7 @@ from akadze.db.tables import jobs
 POOLED: dict[str, tuple[tuple[str, str], ...]] = {
     "claim_completing": (("written", "boolean"), ("notified", "boolean")),
     "claim_completing_plain": (("written", "boolean"), ("notified", "boolean")),
+    "claim_completing_plain_many": (("written", "boolean"), ("notified", "boolean")),
     "claim_limited": (("more", "boolean"),),
 }
 

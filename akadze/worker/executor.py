@@ -9,7 +9,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pydantic
@@ -49,11 +49,16 @@ def decode_args(task: Task[Any, Any], job: Job, drift_log: DriftLog) -> dict[str
     ignored: list[str] = []
     if task.options.unknown_args == "ignore" and isinstance(stored, dict):
         stored, ignored = task.codec.split_unknown(stored)
+    kwargs: dict[str, Any] | None
+    error: pydantic.ValidationError | None
     try:
-        kwargs: dict[str, Any] | None = task.codec.decode(msgspec.json.encode(stored))
-        error = None
+        decoded = task.codec.decode(msgspec.json.encode(stored))
     except pydantic.ValidationError as exc:
         kwargs, error = None, exc
+    else:
+        if not ignored and (not job.args_fp or job.args_fp == task.args_fp):
+            return decoded  # check_drift's first row (built against this schema, it decodes), at no cost
+        kwargs, error = decoded, None
     verdict = check_drift(task.name, task.args_fp, job.args_fp, error, ignored=ignored, log=drift_log)
     if verdict.warning:
         logger.warning(verdict.warning)
@@ -97,7 +102,7 @@ def _in_thread(fn: Callable[..., Any], kwargs: Mapping[str, Any], name: str) -> 
     return future
 
 
-class Ran(NamedTuple):
+class Ran(msgspec.Struct, frozen=True):
     """How one run ended, before anything is decided of it."""
 
     end: RunEnd
@@ -114,45 +119,18 @@ class Ran(NamedTuple):
 
 
 async def execute(app: Akadze, job: Job, *, drift_log: DriftLog = DEFAULT_LOG) -> Completion:
-    """Run ``job`` (claimed, state running) and decide its next state, once.
+    """Run ``job`` (claimed, state running) and decide its next state, once: its arguments
+    (:func:`_arguments`), the body, how it ended (:func:`_ended`), the decision
+    (:func:`_decided`).
 
     A cancellation of this coroutine (forced shutdown) ends the run with the shutdown
     outcome: back to queued, attempt given back.
     """
     task = app.tasks.get(job.task)
-    plain = job.workflow_id is None
-    ran = await _run(app, task, job, drift_log)
-    if ran.committed:
-        succeeded = Transition(
-            JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
-        )
-        return Completion(
-            job.id, job.run, succeeded, ran.result, committed=True, settled=ran.settled, plain=plain
-        )
-    options = task.options if task is not None and ran.by_task else None
-    transition = decide(
-        ran.end,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        error=ran.error,
-        policy=options.backoff if options else None,
-        retry_priority=options.retry_priority if options else None,
-    )
-    return Completion(job.id, job.run, transition, ran.result, plain=plain)
-
-
-async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: DriftLog) -> Ran:
-    """Decode the arguments and run the body: how the run ended."""
-    if isinstance(job.args, UnreadableArgs):
-        return Ran(RunEnd.UNDECODABLE, UndecodableJobError(job.id, job.args.reason))
-    if task is None:
-        return Ran(RunEnd.RAISED, UnknownTaskError(job.task))
-    try:
-        kwargs = decode_args(task, job, drift_log)
-    except UnrunnableArgsError as exc:
-        return Ran(RunEnd.UNDECODABLE, exc)
-    except ValueError as exc:
-        return Ran(RunEnd.RAISED, exc)
+    kwargs = _arguments(task, job, drift_log)
+    if type(kwargs) is Ran:  # the job cannot run
+        return _decided(job, task, kwargs)
+    assert task is not None and isinstance(kwargs, dict)
 
     ctx = RunContext(app, job)
     token = enter(ctx)
@@ -184,7 +162,7 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
                 running.uncancel()
             error = Cancel("stopped by the worker: the run went on past its cancel grace")
         elif running is None or running.cancelling():
-            return Ran(RunEnd.SHUTDOWN)  # the worker stopped this run: back to queued
+            return _decided(job, task, _SHUTDOWN)  # the worker stopped this run: back to queued
         else:
             # nobody cancelled the run: the task raised CancelledError itself, an error like any other
             error = exc
@@ -193,7 +171,30 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
     finally:
         tracing.leave_run(traced)
         leave(token)
+    return _decided(job, task, _ended(job, ctx, value, error))
 
+
+#: how a run the worker stopped ended
+_SHUTDOWN = Ran(RunEnd.SHUTDOWN)
+
+
+def _arguments(task: Task[Any, Any] | None, job: Job, drift_log: DriftLog) -> dict[str, Any] | Ran:
+    """The keyword arguments ``job`` runs with, or how it ended without running: its stored
+    arguments unreadable or refused, its task unknown to this worker."""
+    if isinstance(job.args, UnreadableArgs):
+        return Ran(RunEnd.UNDECODABLE, UndecodableJobError(job.id, job.args.reason))
+    if task is None:
+        return Ran(RunEnd.RAISED, UnknownTaskError(job.task))
+    try:
+        return decode_args(task, job, drift_log)
+    except UnrunnableArgsError as exc:
+        return Ran(RunEnd.UNDECODABLE, exc)
+    except ValueError as exc:
+        return Ran(RunEnd.RAISED, exc)
+
+
+def _ended(job: Job, ctx: RunContext, value: Any, error: BaseException | None) -> Ran:
+    """How a run that went through its body ended: its return value encoded, or its error."""
     if ctx.completed is not None:
         return Ran(
             RunEnd.RETURNED,
@@ -212,6 +213,28 @@ async def _run(app: Akadze, task: Task[Any, Any] | None, job: Job, drift_log: Dr
             "job_id=%d task=%s attempt=%d: the run raised", job.id, job.task, job.attempt, exc_info=error
         )
     return Ran(RunEnd.RAISED, error, by_task=True)
+
+
+def _decided(job: Job, task: Task[Any, Any] | None, ran: Ran) -> Completion:
+    """The one decision of a run: ``job``'s next state, from how the run ended."""
+    plain = job.workflow_id is None
+    if ran.committed:
+        succeeded = Transition(
+            JobState.SUCCEEDED, job.attempt, None, cancellable=False, verdict=Verdict.SUCCEEDED
+        )
+        return Completion(
+            job.id, job.run, succeeded, ran.result, committed=True, settled=ran.settled, plain=plain
+        )
+    options = task.options if task is not None and ran.by_task else None
+    transition = decide(
+        ran.end,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        error=ran.error,
+        policy=options.backoff if options else None,
+        retry_priority=options.retry_priority if options else None,
+    )
+    return Completion(job.id, job.run, transition, ran.result, plain=plain)
 
 
 async def _body(app: Akadze, task: Task[Any, Any], job: Job, kwargs: dict[str, Any]) -> Any:

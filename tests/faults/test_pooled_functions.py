@@ -47,8 +47,10 @@ async def test_a_worker_behind_pgbouncer_claims_through_the_functions(
 
     # the server counts the calls (an idle session reports its statistics within 10 s): the
     # worker's claim, alone or writing outcomes (claim_limited never writes them); of plain
-    # jobs, no workflow step, in its plain form (claim_completing_plain)
-    forms = {function_name("claim_limited" if claim == "claim_limited" else "claim_completing_plain")}
+    # jobs, no workflow step, in its plain form (claim_completing_plain, or
+    # claim_completing_plain_many for a worker of more than MANY_QUEUES queues)
+    form = {"claim": "claim_completing_plain", "claim_many": "claim_completing_plain_many"}.get(claim, claim)
+    forms = {function_name(form)}
     for _ in range(200):
         calls = await function_calls(fault_env.dsn)
         claims = sum(n for fn, n in calls.items() if fn in forms)

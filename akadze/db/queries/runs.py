@@ -58,11 +58,15 @@ class RunQueries:
         written (the fenced-out are absent), and the workflow steps their ends (or the claim's
         cancels) released or cancelled. Past ``many_queues`` queues the claim walks one
         index over all of them (tests and benchmarks force either way through it). When no
-        outcome may be a workflow step (Completion.plain), claim_completing_plain does it,
-        unless ``settle`` (its second claim)."""
+        outcome may be a workflow step (Completion.plain), a plain form does it (no settle
+        step, one way of reading the ready jobs: claim_completing_plain, or
+        claim_completing_plain_many past ``many_queues`` queues), unless ``settle`` (their
+        second claim)."""
         params = _completing_params(queues, limit, worker_id, ended, many_queues)
         if not settle and all(e.plain for e in ended):
-            return await RunQueries.claim_completing_plain(conn, params)
+            if len(params["queues"]) <= params["many_queues"]:
+                return await RunQueries.claim_completing_plain(conn, params)
+            return await RunQueries.claim_completing_plain_many(conn, params)
         return _claimed_and_written(await _claim(conn, statement("claim_completing"), params))[:3]
 
     @staticmethod
@@ -70,38 +74,19 @@ class RunQueries:
         conn: Connection, params: dict[str, Any]
     ) -> tuple[list[Job], list[Completed], list[Completed]]:
         """claim_completing, with its parameters ``params``, for outcomes none of which is a
-        workflow step, without the settle step's cost (claim_completing_plain.sql). A workflow
-        step that ends at its claim is passed over there: if one was, the jobs left to claim
-        are claimed at once by claim_completing with no outcomes, which ends it and settles
-        the steps after it.
+        workflow step and a worker of up to ``params["many_queues"]`` queues, without the
+        costs of the settle step and of the walk over every queue
+        (claim_completing_plain.sql; :func:`_claim_plain` says what happens to a step passed
+        over)."""
+        return await _claim_plain(conn, statement("claim_completing_plain"), params)
 
-        That second statement runs after the first committed (on an autocommitting
-        connection): a transient error in it is raised, as a claim whose reply was lost (the
-        worker reads back what the first wrote and claimed); any other leaves the step queued
-        for a later claim, and this returns what the first did."""
-        rows = await _claim(conn, statement("claim_completing_plain"), params)
-        jobs, written, settled, passed = _claimed_and_written(rows)
-        if passed:
-            try:
-                more, _, settled = await RunQueries.claim_completing(
-                    conn,
-                    params["queues"],
-                    params["limit"] - len(jobs),
-                    params["worker_id"],
-                    (),
-                    many_queues=params["many_queues"],
-                    settle=True,
-                )
-            except Exception as exc:
-                if isinstance(conn, AsyncConnection) or is_transient(exc):
-                    raise
-                logger.warning(
-                    "claiming a workflow step that ends at its claim failed (%s); a later claim takes it",
-                    type(exc).__name__,
-                )
-                more = []
-            jobs += more
-        return jobs, written, settled
+    @staticmethod
+    async def claim_completing_plain_many(
+        conn: Connection, params: dict[str, Any]
+    ) -> tuple[list[Job], list[Completed], list[Completed]]:
+        """claim_completing_plain for a worker of more than ``params["many_queues"]`` queues
+        (claim_completing_plain_many.sql: one walk over every queue)."""
+        return await _claim_plain(conn, statement("claim_completing_plain_many"), params)
 
     @staticmethod
     async def claim(conn: Connection, queues: Sequence[str], limit: int, worker_id: str) -> list[Job]:
@@ -189,6 +174,41 @@ class RunQueries:
         """Running jobs of ``worker_id`` other than ``known``: claimed by a claim whose reply was lost."""
         rows = await fetch(conn, statement("find_claimed"), {"worker_id": worker_id, "known": list(known)})
         return [row_to_job(row, json_text=True) for row in rows]
+
+
+async def _claim_plain(
+    conn: Connection, stmt: Statement, params: dict[str, Any]
+) -> tuple[list[Job], list[Completed], list[Completed]]:
+    """Run ``stmt``, a plain form of claim_completing. A workflow step that ends at its claim is
+    passed over there: if one was, the jobs left to claim are claimed at once by
+    claim_completing with no outcomes, which ends it and settles the steps after it.
+
+    That second statement runs after the first committed (on an autocommitting connection): a
+    transient error in it is raised, as a claim whose reply was lost (the worker reads back
+    what the first wrote and claimed); any other leaves the step queued for a later claim, and
+    this returns what the first did."""
+    jobs, written, settled, passed = _claimed_and_written(await _claim(conn, stmt, params))
+    if passed:
+        try:
+            more, _, settled = await RunQueries.claim_completing(
+                conn,
+                params["queues"],
+                params["limit"] - len(jobs),
+                params["worker_id"],
+                (),
+                many_queues=params["many_queues"],
+                settle=True,
+            )
+        except Exception as exc:
+            if isinstance(conn, AsyncConnection) or is_transient(exc):
+                raise
+            logger.warning(
+                "claiming a workflow step that ends at its claim failed (%s); a later claim takes it",
+                type(exc).__name__,
+            )
+            more = []
+        jobs += more
+    return jobs, written, settled
 
 
 async def _claim(conn: Connection, stmt: Statement, params: dict[str, Any]) -> Sequence[Any]:
