@@ -181,7 +181,7 @@ class Completion(msgspec.Struct, frozen=True):
     #: the workflow steps complete_tx's commit released or cancelled (their events)
     settled: tuple[Completed, ...] = ()
     #: the job is no workflow step (its Job says so): its write has no step to settle, and a
-    #: batch of such outcomes is written by the claim's plain form (claim_completing_plain.sql).
+    #: batch of such outcomes is written by a plain form of the claim (claim_completing_plain.sql).
     #: False when unknown: the write then settles whatever steps it ends
     plain: bool = False
 

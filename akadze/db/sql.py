@@ -15,8 +15,9 @@ job's limit group; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a
 unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
 reply its caller reads. Fragments are constants of this module or files of db/sql/fragments/
 (the longer ones, written as SQL: ``{settle_steps}``, what a workflow step's end does to the
-steps after it; ``{write_outcomes}``, ``{ready_jobs}`` and ``{claim_reply}``, the parts both
-forms of the worker's claim share), never user input. A file fragment is written from column 0
+steps after it; ``{write_outcomes}``, ``{ready_jobs}`` (``{per_queue}`` and ``{across_queues}``),
+``{claim_plain}`` and ``{claim_reply}``, the parts the forms of the worker's claim share), never
+user input. A file fragment is written from column 0
 and may name other fragments; its lines are indented as the line that names it, so that a
 statement renders as if it were written out whole.
 """

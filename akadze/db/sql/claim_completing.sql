@@ -7,10 +7,11 @@
 -- ({claim_reply}), then the workflow steps their ends released or cancelled (written NULL, the
 -- same columns as the written ones).
 --
--- A batch none of whose outcomes is a workflow step is written by claim_completing_plain.sql:
--- this statement without the settle step, whose CTEs cost every run, steps or not (0.15-0.2
--- ms of the server's 1.2 ms for 50 outcomes and 50 claims, nothing to settle: their plan
--- nodes are started and ended all the same; docs/performance.md, "The plain drain").
+-- A batch none of whose outcomes is a workflow step is written by a plain form of it
+-- (claim_completing_plain.sql, claim_completing_plain_many.sql): this statement without the
+-- settle step, whose CTEs cost every run, steps or not (0.15-0.2 ms of the server's 1.2 ms for
+-- 50 outcomes and 50 claims, nothing to settle: their plan nodes are started and ended all the
+-- same; docs/performance.md, "The plain drain"), and reading the ready jobs one way only.
 --
 -- A job cancelled or expired before it starts ends cancelled here without running. The run
 -- counter grows at every claim and fences every later write of this run.

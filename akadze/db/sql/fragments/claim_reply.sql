@@ -1,5 +1,5 @@
--- {claim_reply}: the rows of both forms of the worker's claim (claim_completing.sql,
--- claim_completing_plain.sql) for the jobs it claimed (written false) and the outcomes it wrote
+-- {claim_reply}: the rows of every form of the worker's claim (claim_completing.sql and its
+-- plain forms) for the jobs it claimed (written false) and the outcomes it wrote
 -- (written true, the columns a write does not return NULL). A finished job that a waiter marked
 -- (mark_awaited) sends its id on akadze_done; jobs nobody waits for send no NOTIFY. The JSON
 -- columns come back as text, decoded per job by the worker: a row that cannot be decoded fails

@@ -1,5 +1,5 @@
--- {write_outcomes}: the CTE done, which ends many runs: the outcomes of :batch, in both forms of
--- the worker's claim (claim_completing.sql, claim_completing_plain.sql). Each outcome applies only
+-- {write_outcomes}: the CTE done, which ends many runs: the outcomes of :batch, in every form of
+-- the worker's claim (claim_completing.sql and its plain forms). Each outcome applies only
 -- while its (id, run) still owns a running job: a rescued or re-claimed job is left alone
 -- (fencing). A cancel request or expiry on the locked row turns a cancellable outcome into
 -- cancelled and gives the attempt back (spec: a running job that raises after a cancel ends
