@@ -9,7 +9,8 @@ spell alike: ``{job_row}``, the column list of a job's row as ``akadze.codec.sto
 reads it (ROW_COLUMNS); ``{claim_set}`` and ``{claim_returning}``, how every claim statement
 starts a job and what it returns, and ``{claim_gone}``, whether the job ends at once instead;
 ``{claimed_reply}`` and ``{written_reply}``, the two halves of the worker claim's reply;
-``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}`` per element of a batch) and
+``{new_job_columns}``, ``{new_job_values}`` (``{batch_job_values}`` per element of a batch,
+``{unique_job_values}`` per unique item; expiry and trace context included) and
 ``{due_at}``, what every enqueue writes; ``{parked_group}`` (``{batch_parked_group}``), a parked
 job's limit group; ``{unique_inserted_row}`` and ``{unique_holder_row}``, a
 unique enqueue's reply; ``{prune_lock}`` and ``{prune_reply}``, a pruner batch's lock and the
@@ -122,7 +123,19 @@ def _inserted_row() -> str:
 
 def _new_job_values(args: str) -> str:
     """What an enqueue writes for {new_job_columns}, the arguments being ``args`` (SQL)."""
-    return ",\n        ".join((":task", ":queue", ":priority", args, ":args_fp", ":max_attempts"))
+    return ",\n        ".join(
+        (
+            ":task",
+            ":queue",
+            ":priority",
+            args,
+            ":args_fp",
+            ":max_attempts",
+            "CAST(:expires_at AS timestamptz)",
+            ":trace_context",
+            "CAST(:trace_parent AS bytea)",
+        )
+    )
 
 
 def _parked_group(args: str) -> str:
@@ -153,11 +166,25 @@ FRAGMENTS = {
     ),
     # and the workflow steps the written ends released or cancelled ({settle_steps})
     "settled_reply": ", ".join(f"settled.{name}" if name in _COMPLETED else "NULL" for name in ROW_COLUMNS),
-    # what every enqueue writes from its parameters, in this order (the columns, then the values)
-    "new_job_columns": "task, queue, priority, args, args_fp, max_attempts",
+    # what every enqueue writes from its parameters, in this order (the columns, then the values;
+    # enqueue_workflow.sql writes the values per step)
+    "new_job_columns": ", ".join(
+        (
+            "task",
+            "queue",
+            "priority",
+            "args",
+            "args_fp",
+            "max_attempts",
+            "expires_at",
+            "trace_context",
+            "trace_parent",
+        )
+    ),
     "new_job_values": _new_job_values("CAST(:args AS jsonb)"),
     # the same, per element ``a.args`` of a batch's JSON array (enqueue_batch, enqueue_parked_batch)
     "batch_job_values": _new_job_values("a.args"),
+    "unique_job_values": _new_job_values("item.args"),
     # a job's limit group as a producer that knows the Limit parks it (enqueue_parked*.sql): the
     # text claim_limited.sql computes, the task and the key argument's stored JSON (:limit_key)
     "parked_group": _parked_group("CAST(:args AS jsonb)"),

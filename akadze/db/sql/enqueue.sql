@@ -3,13 +3,10 @@
 -- Runs in the caller's transaction when there is one. One round trip. Only what the database
 -- decided comes back (id, run_at, created_at): not the arguments.
 WITH job AS (
-    INSERT INTO akadze_jobs ({new_job_columns}, run_at, expires_at, trace_context, trace_parent)
+    INSERT INTO akadze_jobs ({new_job_columns}, run_at)
     VALUES (
         {new_job_values},
-        {due_at},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea)
+        {due_at}
     )
     RETURNING id, queue, run_at, created_at
 )

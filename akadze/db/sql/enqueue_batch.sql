@@ -5,14 +5,11 @@
 -- here, not read back from each row. One NOTIFY at most. Not the arguments.
 WITH job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, run_at, expires_at, trace_context, trace_parent
+        {new_job_columns}, run_at
     )
     SELECT
         {batch_job_values},
-        {due_at},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea)
+        {due_at}
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)
     ORDER BY a.n
     RETURNING id

@@ -3,12 +3,9 @@
 -- (measured: about 1.25x the conditional form on one connection). One round trip.
 -- :trace_context and :trace_parent are NULL unless tracing is on (akadze.events.tracing).
 WITH job AS (
-    INSERT INTO akadze_jobs ({new_job_columns}, expires_at, trace_context, trace_parent)
+    INSERT INTO akadze_jobs ({new_job_columns})
     VALUES (
-        {new_job_values},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea)
+        {new_job_values}
     )
     RETURNING id, queue, run_at, created_at
 )

@@ -6,12 +6,9 @@
 -- keyed Limit (:limit_key), the argument's stored JSON (none or null: one group). It writes no
 -- group row, so it never waits for a claim. One round trip.
 WITH job AS (
-    INSERT INTO akadze_jobs ({new_job_columns}, expires_at, trace_context, trace_parent, parked, limit_grp)
+    INSERT INTO akadze_jobs ({new_job_columns}, parked, limit_grp)
     VALUES (
         {new_job_values},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea),
         'limit',
         {parked_group}
     )

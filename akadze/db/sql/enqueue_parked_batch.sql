@@ -3,13 +3,10 @@
 -- come back as one array in input order. One NOTIFY.
 WITH job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, expires_at, trace_context, trace_parent, parked, limit_grp
+        {new_job_columns}, parked, limit_grp
     )
     SELECT
         {batch_job_values},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea),
         'limit',
         {batch_parked_group}
     FROM jsonb_array_elements(CAST(:args AS jsonb)) WITH ORDINALITY AS a(args, n)

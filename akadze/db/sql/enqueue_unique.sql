@@ -17,19 +17,11 @@ item AS (
 ),
 job AS (
     INSERT INTO akadze_jobs (
-        {new_job_columns}, run_at, expires_at, trace_context, trace_parent, unique_key, unique_states
+        {new_job_columns}, run_at, unique_key, unique_states
     )
     SELECT
-        :task,
-        :queue,
-        :priority,
-        item.args,
-        :args_fp,
-        :max_attempts,
+        {unique_job_values},
         {due_at},
-        CAST(:expires_at AS timestamptz),
-        :trace_context,
-        CAST(:trace_parent AS bytea),
         item.key,
         CAST(:unique_states AS text[])
     FROM item
