@@ -381,8 +381,10 @@ def classify(
         for previous, following in itertools.pairwise(sorted(ok_runs)):
             # a body that returned, whose worker was killed before the outcome was written: the
             # job was rescued and ran again (at-least-once; a complete_tx effect cannot be
-            # written twice, since its commit is the success)
-            if previous != following and _end_reason(ended_by.get((job_id, previous))) == "rescue":
+            # written twice, since its commit is the success). The rescue may have failed the
+            # job (no attempt left) and a requeue run it again: the runs above say whether that
+            # rerun was justified
+            if previous != following and _by_rescue(ended_by.get((job_id, previous))):
                 fig.ok_ends_rescued += 1
             else:
                 flag("duplicate_effects", job_id)
@@ -420,6 +422,11 @@ def classify(
         fig.rescue_max_s = max(latencies)
     fig.examples = dict(examples)
     return fig
+
+
+def _by_rescue(t: Any) -> bool:
+    """Whether the rescuer ended the run ``t`` ended (requeued, or failed with no attempt left)."""
+    return t is not None and t["error_type"] == RESCUE_ERROR
 
 
 def _end_reason(t: Any) -> str:
