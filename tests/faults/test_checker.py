@@ -228,13 +228,26 @@ def test_a_cancelled_step_requeued_is_legal_only_where_the_caller_allows_it() ->
     assert fig.violations() == {}
 
 
-def test_a_run_that_ended_well_and_was_rescued_before_its_outcome_ran_again_justly() -> None:
+@pytest.mark.parametrize(
+    ("rescued", "requeue", "not_rescued"),
+    [
+        # the rescue requeued the job; put back without it, the effect twice is a duplicate
+        ("queued", [], None),
+        # the rescue found no attempt left (the job failed) and a requeue ran it again; failed
+        # by the run's own error instead, the effect twice is a duplicate
+        ("failed", [("failed", "queued")], "akadze.Fail"),
+    ],
+)
+def test_a_run_that_ended_well_and_was_rescued_before_its_outcome_ran_again_justly(
+    rescued: str, requeue: list[tuple[str, str]], not_rescued: str | None
+) -> None:
     parts = happy(1)
     parts["jobs"] = [job(1, run=2, attempt=2, task="fault.ret")]
     parts["transitions"] = [
         t(1, None, "queued", None, 0),
         t(1, "queued", "running", 0, 1, s=1),
-        t(1, "running", "queued", 1, 1, error="akadze.WorkerLost", s=5),
+        t(1, "running", rescued, 1, 1, error="akadze.WorkerLost", s=5),
+        *(t(1, old, new, 1, 1, s=5.5) for old, new in requeue),
         t(1, "queued", "running", 1, 2, s=6),
         t(1, "running", "succeeded", 2, 2, s=7),
     ]
@@ -242,26 +255,6 @@ def test_a_run_that_ended_well_and_was_rescued_before_its_outcome_ran_again_just
     parts["effects"] = []
     fig = run(parts)
     assert fig.violations() == {} and fig.ok_ends_rescued == 1
-    parts["transitions"][2] = t(1, "running", "queued", 1, 1, s=5)  # put back, not rescued
-    assert "duplicate_effects" in run(parts).violations()
-
-
-def test_a_run_that_ended_well_rescued_into_failed_and_requeued_ran_again_justly() -> None:
-    # the rescue found no attempt left (the job failed), and a requeue ran it again
-    parts = happy(1)
-    parts["jobs"] = [job(1, run=2, attempt=2, task="fault.ret")]
-    parts["transitions"] = [
-        t(1, None, "queued", None, 0),
-        t(1, "queued", "running", 0, 1, s=1),
-        t(1, "running", "failed", 1, 1, error="akadze.WorkerLost", s=5),
-        t(1, "failed", "queued", 1, 1, s=6),
-        t(1, "queued", "running", 1, 2, s=7),
-        t(1, "running", "succeeded", 2, 2, s=8),
-    ]
-    parts["execs"] = [e(1, 1, "start", 1), e(1, 1, "end_ok", 2), e(1, 2, "start", 7), e(1, 2, "end_ok", 8)]
-    parts["effects"] = []
-    fig = run(parts)
-    assert fig.violations() == {} and fig.ok_ends_rescued == 1 and fig.reruns_requeue == 1
-    # failed by the run's own error, not by the rescue: the effect twice is a duplicate
-    parts["transitions"][2] = t(1, "running", "failed", 1, 1, error="akadze.Fail", s=5)
+    assert fig.reruns_requeue == len(requeue)
+    parts["transitions"][2] = t(1, "running", rescued, 1, 1, error=not_rescued, s=5)
     assert "duplicate_effects" in run(parts).violations()
