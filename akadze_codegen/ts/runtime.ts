@@ -1385,7 +1385,9 @@ export class Task<A> {
       if (!first.has(key)) first.set(key, i);
     });
     const found = new Map<string, JobRef>();
-    let pending = [...first.entries()];
+    // in the order of the keys, as the Python client sends them: racing batches of the same
+    // keys wait for each other's rows in one order, never in a cycle (a deadlock)
+    let pending = [...first.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const extra = { unique_states: unique.states, period_s: unique.periodS };
     for (let round = 0; round < 10 && pending.length; round++) {
       const result = await run(db, STATEMENTS.enqueue_unique, {
