@@ -110,6 +110,9 @@ async def served(make_app: Callable[..., Akadze], database_url: str) -> AsyncIte
     for n in range(2):
         await app.get_task("images.resize").enqueue(path=f"/photos/{n}.jpg", width=800)
     worker = Worker(app, queues=["images"], slots=4, name="worker-a")
+    # the trends test rolls up itself: this worker's first pass, at a random moment of its first
+    # minute, could set the mark before that test dates its jobs back, and leave them unrolled
+    worker.services = [s for s in worker.services if getattr(s, "__name__", "") != "trends"]
     serving = asyncio.create_task(worker.run(handle_signals=False))
     await wait_until(
         lambda: fetchval(database_url, "SELECT count(*) = 2 FROM akadze_jobs WHERE state = 'running'")
