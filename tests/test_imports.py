@@ -172,3 +172,22 @@ def test_each_command_line_module_imports_first_in_a_fresh_interpreter(module: s
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_event_bus_reaches_no_subscriber() -> None:
+    """The bus knows events and nothing that listens to them: the log line, metrics and tracing
+    subscribe to it as a user's subscriber does, so none of them is reachable from it."""
+    graph = import_graph()
+    reached: set[str] = set()
+    todo = ["akadze.events.bus"]
+    while todo:
+        for name in graph[todo.pop()] - reached:
+            reached.add(name)
+            todo.append(name)
+    subscribers = {
+        name
+        for name in graph
+        if name.startswith("akadze.events.") and name not in {"akadze.events.bus", "akadze.events.kinds"}
+    }
+    assert {"akadze.events.logs", "akadze.events.metrics", "akadze.events.tracing"} <= subscribers
+    assert reached & subscribers == set(), reached
